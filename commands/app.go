@@ -1,0 +1,92 @@
+// Package commands wires flags to options and options to run functions.
+// Each command turns flags into an options struct, validates it, and calls
+// its run function; exit codes are decided in one place (exit.go).
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+var buildInfo = struct{ version, commit, date string }{"dev", "none", "unknown"}
+
+// SetVersion records what the release build injected into main.
+func SetVersion(version, commit, date string) {
+	buildInfo.version, buildInfo.commit, buildInfo.date = version, commit, date
+}
+
+// Main runs lanes with args (args[0] is the program name) and returns the
+// exit code. It never calls os.Exit, so tests run it in-process.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	io := newIO(stdin, stdout, stderr)
+	app := newApp(io)
+	err := app.RunContext(ctx, args)
+	code := exitCode(err)
+	if err != nil && !isSilent(err) {
+		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(err.Error()))
+	}
+	return code
+}
+
+func isSilent(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.err == nil
+}
+
+func newApp(io *IO) *cli.App {
+	cli.VersionPrinter = func(c *cli.Context) {
+		fmt.Fprintf(c.App.Writer, "lanes %s (commit %s, built %s)\n", buildInfo.version, buildInfo.commit, buildInfo.date)
+	}
+	return &cli.App{
+		Name:    "lanes",
+		Usage:   "ordered consumers (keyed lanes) on NATS JetStream",
+		Version: buildInfo.version,
+		Description: `Per-key order with many workers: each key is mapped to a partition with the
+server's partition() subject mapping, and every partition gets its own serial
+lane (a durable pull consumer with MaxAckPending=1). Lanes run in parallel;
+each key stays in publish order.
+
+   lanes plan      compute the layout, key->lane assignment and definitions
+   lanes apply     converge a server to the plan (diff first, safely)
+   lanes inspect   per-lane backlog, in-flight and health findings
+   lanes simulate  predict throughput and latency, and prove it live
+
+Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
+		Reader:               io.In,
+		Writer:               io.Out,
+		ErrWriter:            io.Err,
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		ExitErrHandler:       func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return withCode(ExitUsage, err)
+		},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "lanes: unknown command %q; see lanes --help\n", name)
+		},
+		Commands: []*cli.Command{
+			planCommand(io),
+			applyCommand(io),
+			inspectCommand(io),
+			simulateCommand(io),
+		},
+	}
+}
+
+// withUsageErrors makes a subcommand's flag errors exit 2, like the app's.
+func withUsageErrors(cmd *cli.Command) *cli.Command {
+	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return withCode(ExitUsage, err)
+	}
+	return cmd
+}

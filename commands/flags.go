@@ -1,0 +1,267 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// Flag categories shown in --help.
+const (
+	catDesign  = "Design (override the design file)"
+	catConnect = "Connection"
+	catOutput  = "Output"
+)
+
+// designFlag binds one flag to one design field, so the file and the flags
+// share a single list of settings and error messages name the flag.
+type designFlag struct {
+	flag  cli.Flag
+	field string
+	set   func(c *cli.Context, name string, d *planner.Design) error
+}
+
+func str(name, field, usage string, dst func(*planner.Design) *string) designFlag {
+	return designFlag{
+		flag:  &cli.StringFlag{Name: name, Usage: usage, Category: catDesign},
+		field: field,
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			*dst(d) = c.String(n)
+			return nil
+		},
+	}
+}
+
+func integer(name, field, usage string, dst func(*planner.Design) *int) designFlag {
+	return designFlag{
+		flag:  &cli.IntFlag{Name: name, Usage: usage, Category: catDesign},
+		field: field,
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			*dst(d) = c.Int(n)
+			return nil
+		},
+	}
+}
+
+func duration(name, field, usage string, dst func(*planner.Design) *planner.Duration) designFlag {
+	return designFlag{
+		flag:  &cli.DurationFlag{Name: name, Usage: usage, Category: catDesign},
+		field: field,
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			*dst(d) = planner.Duration(c.Duration(n))
+			return nil
+		},
+	}
+}
+
+// designFlags are accepted by plan, apply and simulate.
+var designFlags = []designFlag{
+	str("name", "name", "design `NAME` (lane names start with it)", func(d *planner.Design) *string { return &d.Name }),
+	str("stream", "stream.name", "stream `NAME` (default: the design name in upper case)", func(d *planner.Design) *string { return &d.Stream.Name }),
+	str("subject", "subject", "publish subject `PATTERN`, e.g. msgs.received_from.*", func(d *planner.Design) *string { return &d.Subject }),
+	{
+		flag:  &cli.StringFlag{Name: "key-tokens", Usage: "which '*' tokens form the ordering key, 1-based `LIST` like partition(n,i...) (default: all)", Category: catDesign},
+		field: "key_tokens",
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			v, err := parseIntList(c.String(n))
+			if err != nil {
+				return usageErrorf("--key-tokens %q: %v", c.String(n), err)
+			}
+			d.KeyTokens = v
+			return nil
+		},
+	},
+	integer("partitions", "partitions", "number of partitions, one serial lane each (default 8)", func(d *planner.Design) *int { return &d.Partitions }),
+	str("mapping", "mapping", "where the mapping lives: stream (subject transform, default) or account", func(d *planner.Design) *string { return &d.Mapping }),
+	str("prefix", "prefix", "literal `PREFIX` of the partitioned subjects (default: the subject's literal prefix)", func(d *planner.Design) *string { return &d.Prefix }),
+	{
+		flag:  &cli.StringFlag{Name: "destination", Usage: "adopt an existing mapping `DESTINATION` instead of the derived one", Category: catDesign},
+		field: "destination",
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			d.Destination = planner.Destination(c.String(n))
+			return nil
+		},
+	},
+	str("account", "account", "account `NAME` for the conf and nsc mapping outputs", func(d *planner.Design) *string { return &d.Account }),
+	str("storage", "stream.storage", "stream storage if created: file or memory", func(d *planner.Design) *string { return &d.Stream.Storage }),
+	integer("replicas", "stream.replicas", "stream replicas if created (1-5)", func(d *planner.Design) *int { return &d.Stream.Replicas }),
+	str("retention", "stream.retention", "stream retention if created: limits, workqueue or interest", func(d *planner.Design) *string { return &d.Stream.Retention }),
+	integer("max-consumers", "stream.max_consumers", "stream max_consumers (default: max(1000, 2 x partitions))", func(d *planner.Design) *int { return &d.Stream.MaxConsumers }),
+	duration("ack-wait", "lane.ack_wait", "lane ack wait; must exceed processing time (default 30s)", func(d *planner.Design) *planner.Duration { return &d.Lane.AckWait }),
+	integer("max-deliver", "lane.max_deliver", "lane max deliveries, -1 unlimited (default -1)", func(d *planner.Design) *int { return &d.Lane.MaxDeliver }),
+	{
+		flag:  &cli.StringFlag{Name: "backoff", Usage: "lane redelivery backoff `LIST`, e.g. 1s,5s,30s (first step is the ack wait)", Category: catDesign},
+		field: "lane.backoff",
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			d.Lane.BackOff = nil
+			for _, s := range splitList(c.String(n)) {
+				v, err := time.ParseDuration(s)
+				if err != nil {
+					return usageErrorf("--backoff: %q is not a duration (write 1s,5s,30s)", s)
+				}
+				d.Lane.BackOff = append(d.Lane.BackOff, planner.Duration(v))
+			}
+			return nil
+		},
+	},
+	integer("max-ack-pending", "lane.max_ack_pending", "messages out at once per lane; 1 keeps order (default 1)", func(d *planner.Design) *int { return &d.Lane.MaxAckPending }),
+	integer("max-waiting", "lane.max_waiting", "queued pull requests per lane (default 512)", func(d *planner.Design) *int { return &d.Lane.MaxWaiting }),
+	{
+		flag:  &cli.BoolFlag{Name: "pinned", Usage: "pin one worker per lane (priority group, server 2.11+) with failover", Category: catDesign},
+		field: "lane.pinned",
+		set: func(c *cli.Context, n string, d *planner.Design) error {
+			d.Lane.Pinned = c.Bool(n)
+			return nil
+		},
+	},
+	duration("pinned-ttl", "lane.pinned_ttl", "time without pulls before the pin moves (default 2m)", func(d *planner.Design) *planner.Duration { return &d.Lane.PinnedTTL }),
+	integer("lane-replicas", "lane.replicas", "lane consumer replicas, 0 = as the stream", func(d *planner.Design) *int { return &d.Lane.Replicas }),
+}
+
+var fileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "design `FILE` (YAML or JSON)", Category: catDesign}
+
+func designFlagList() []cli.Flag {
+	out := []cli.Flag{fileFlag}
+	for _, f := range designFlags {
+		out = append(out, f.flag)
+	}
+	return out
+}
+
+// readDesign loads -f FILE (if any) and applies the flags that were set on
+// top, recording where each setting came from.
+func readDesign(c *cli.Context) (planner.Design, error) {
+	var d planner.Design
+	if path := c.String("file"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return d, &designFileError{fmt.Errorf("cannot read design file: %w", err)}
+		}
+		d, err = planner.ParseDesign(data, filepath.Base(path))
+		if err != nil {
+			return d, &designFileError{err}
+		}
+	}
+	for _, f := range designFlags {
+		name := f.flag.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		if err := f.set(c, name, &d); err != nil {
+			return d, err
+		}
+		d.SetOrigin(f.field, "--"+name)
+	}
+	return d, nil
+}
+
+// loadPlan reads the design and plans it; warnings go to stderr.
+func loadPlan(c *cli.Context, io *IO) (*planner.Plan, error) {
+	d, err := readDesign(c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := planner.New(d)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(io.Err, "warning: %s\n", w)
+	}
+	return p, nil
+}
+
+func parseIntList(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", p)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// connectFlags are declared on every server-facing command, so they work
+// after the subcommand name (lanes apply --server URL).
+func connectFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "server", Aliases: []string{"s"}, EnvVars: []string{"NATS_URL"}, Usage: "NATS server `URL`s, comma separated", Category: catConnect},
+		&cli.StringFlag{Name: "context", EnvVars: []string{"NATS_CONTEXT"}, Usage: "natscli context `NAME` (flags override it)", Category: catConnect},
+		&cli.StringFlag{Name: "creds", EnvVars: []string{"NATS_CREDS"}, Usage: "user credentials `FILE`", Category: catConnect},
+		&cli.StringFlag{Name: "nkey", EnvVars: []string{"NATS_NKEY"}, Usage: "user nkey seed `FILE`", Category: catConnect},
+		&cli.StringFlag{Name: "user", EnvVars: []string{"NATS_USER"}, Usage: "user name", Category: catConnect},
+		&cli.StringFlag{Name: "password", EnvVars: []string{"NATS_PASSWORD"}, Usage: "password (prefer NATS_PASSWORD or a context)", Category: catConnect},
+		&cli.StringFlag{Name: "token", EnvVars: []string{"NATS_TOKEN"}, Usage: "auth token", Category: catConnect},
+		&cli.StringFlag{Name: "tlscert", EnvVars: []string{"NATS_CERT"}, Usage: "TLS client certificate `FILE`", Category: catConnect},
+		&cli.StringFlag{Name: "tlskey", EnvVars: []string{"NATS_KEY"}, Usage: "TLS client key `FILE`", Category: catConnect},
+		&cli.StringFlag{Name: "tlsca", EnvVars: []string{"NATS_CA"}, Usage: "TLS CA `FILE` to verify the server", Category: catConnect},
+		&cli.BoolFlag{Name: "tlsfirst", Usage: "TLS handshake before the NATS INFO (server tls handshake_first)", Category: catConnect},
+		&cli.StringFlag{Name: "js-domain", Usage: "JetStream `DOMAIN`", Category: catConnect},
+		&cli.DurationFlag{Name: "timeout", Value: connect.DefaultTimeout, Usage: "deadline for each request to the server", Category: catConnect},
+	}
+}
+
+// connectOptions reads the connection flags.
+func connectOptions(c *cli.Context) connect.Options {
+	return connect.Options{
+		Server:     c.String("server"),
+		Context:    c.String("context"),
+		Creds:      c.String("creds"),
+		NKey:       c.String("nkey"),
+		User:       c.String("user"),
+		Password:   c.String("password"),
+		Token:      c.String("token"),
+		TLSCert:    c.String("tlscert"),
+		TLSKey:     c.String("tlskey"),
+		TLSCA:      c.String("tlsca"),
+		TLSFirst:   c.Bool("tlsfirst"),
+		JSDomain:   c.String("js-domain"),
+		Timeout:    c.Duration("timeout"),
+		ConfigHome: os.Getenv("XDG_CONFIG_HOME"),
+	}
+}
+
+// outputFlag declares -o with the formats a command supports; the first is the default.
+func outputFlag(formats ...string) *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:     "output",
+		Aliases:  []string{"o"},
+		Value:    formats[0],
+		Usage:    "output `FORMAT`: " + strings.Join(formats, ", "),
+		Category: catOutput,
+	}
+}
+
+// outputFormat reads -o and checks it is one of the command's formats.
+func outputFormat(c *cli.Context, formats ...string) (string, error) {
+	f := strings.ToLower(c.String("output"))
+	for _, ok := range formats {
+		if f == ok {
+			return f, nil
+		}
+	}
+	return "", usageErrorf("--output %q: choose one of %s", c.String("output"), strings.Join(formats, ", "))
+}

@@ -1,0 +1,302 @@
+// Package connect opens a NATS connection the way every NATS tool does
+// (flags, environment, natscli contexts) and turns connection failures into
+// one plain sentence each. No secret ever appears in an error it returns.
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultServer is where NATS tools look when nothing else is said.
+const DefaultServer = "nats://127.0.0.1:4222"
+
+// DefaultTimeout bounds every request; nothing waits forever.
+const DefaultTimeout = 5 * time.Second
+
+// Options are the connection settings, from flags over a natscli context.
+type Options struct {
+	Server   string
+	Context  string // natscli context name
+	Creds    string // path to a .creds file
+	NKey     string // path to an nkey seed file
+	User     string
+	Password string
+	Token    string
+	TLSCert  string
+	TLSKey   string
+	TLSCA    string
+	TLSFirst bool
+	JSDomain string
+	Timeout  time.Duration
+	Name     string // client name shown by the server
+
+	// ConfigHome is where natscli keeps contexts ($XDG_CONFIG_HOME or ~/.config).
+	ConfigHome string
+}
+
+// Given reports whether any server was named, by flag, environment or context.
+func (o Options) Given() bool { return o.Server != "" || o.Context != "" }
+
+// Kind classifies a failure so commands can map it to an exit code.
+type Kind int
+
+const (
+	KindOther Kind = iota
+	KindConnect
+	KindAuth
+	KindPermission
+	KindNoJetStream
+	KindTimeout
+)
+
+// Error is a connection failure described in one sentence, secrets removed.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Conn is a connection with a JetStream handle and a request deadline.
+type Conn struct {
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Timeout time.Duration
+	Server  string // redacted URL, safe to print
+
+	mu       sync.Mutex
+	watchers map[int]context.CancelCauseFunc
+	nextID   int
+}
+
+// Open resolves the options (context file, defaults), connects, and checks
+// that JetStream answers.
+func Open(ctx context.Context, o Options) (*Conn, error) {
+	o, err := resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{Timeout: o.Timeout, Server: Redact(o.Server), watchers: map[int]context.CancelCauseFunc{}}
+	opts, err := natsOptions(o, c)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(o.Server, opts...)
+	if err != nil {
+		return nil, classifyConnect(err, c.Server)
+	}
+	c.NC = nc
+	var jsOpts []jetstream.JetStreamOpt
+	if o.JSDomain != "" {
+		c.JS, err = jetstream.NewWithDomain(nc, o.JSDomain, jsOpts...)
+	} else {
+		c.JS, err = jetstream.New(nc, jsOpts...)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, &Error{Kind: KindOther, Msg: "cannot use JetStream: " + err.Error(), Err: err}
+	}
+	if err := c.checkJetStream(ctx, o.JSDomain); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close drains nothing: lanes only makes requests, so closing is enough.
+func (c *Conn) Close() {
+	if c != nil && c.NC != nil {
+		c.NC.Close()
+	}
+}
+
+func (c *Conn) checkJetStream(ctx context.Context, domain string) error {
+	ctx, cancel := c.Guard(ctx)
+	defer cancel()
+	_, err := c.JS.AccountInfo(ctx)
+	if err == nil {
+		return nil
+	}
+	if e := c.Classify(ctx, err); e.Kind != KindOther && e.Kind != KindTimeout {
+		return e
+	}
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		where := "this account"
+		if domain != "" {
+			where = fmt.Sprintf("this account in JetStream domain %q", domain)
+		}
+		return &Error{Kind: KindNoJetStream, Err: err, Msg: fmt.Sprintf(
+			"JetStream is not enabled for %s on %s: start nats-server with -js (or jetstream {} in its config) and check the account's JetStream limits and --js-domain", where, c.Server)}
+	}
+	return c.Classify(ctx, err)
+}
+
+// Ctx returns a context with the request deadline.
+func (c *Conn) Ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, c.Timeout)
+}
+
+// Guard returns a context that is cancelled as soon as the server reports a
+// permissions violation, so a forbidden request fails at once instead of
+// waiting for its deadline.
+func (c *Conn) Guard(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	c.mu.Lock()
+	id := c.nextID
+	c.nextID++
+	c.watchers[id] = cancel
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.watchers, id)
+		c.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+func (c *Conn) permissionDenied(err error) {
+	e := &Error{Kind: KindPermission, Err: err, Msg: fmt.Sprintf(
+		"permission denied on %s: %s; the user needs publish permission on $JS.API.> (or the subjects named) and subscribe permission on _INBOX.>", c.Server, permissionDetail(err))}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.watchers {
+		cancel(e)
+	}
+}
+
+func permissionDetail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(strings.ToLower(msg), "permissions violation"); i >= 0 {
+		return strings.Trim(msg[i:], "' ")
+	}
+	return msg
+}
+
+// Classify turns an error from a request made under ctx into an *Error.
+func (c *Conn) Classify(ctx context.Context, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if cause := context.Cause(ctx); cause != nil && errors.As(cause, &e) {
+		return e
+	}
+	switch {
+	case errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation"):
+		return &Error{Kind: KindPermission, Err: err, Msg: fmt.Sprintf("permission denied on %s: %s", c.Server, permissionDetail(err))}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return &Error{Kind: KindTimeout, Err: err, Msg: fmt.Sprintf(
+			"no answer from %s within %s: check that JetStream is healthy (in a cluster, that the stream and consumer leaders are up) or raise --timeout", c.Server, c.Timeout)}
+	case errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrDisconnected):
+		return &Error{Kind: KindConnect, Err: err, Msg: fmt.Sprintf("lost the connection to %s: check the server and the network", c.Server)}
+	}
+	return &Error{Kind: KindOther, Err: err, Msg: err.Error()}
+}
+
+func classifyConnect(err error, server string) error {
+	low := strings.ToLower(err.Error())
+	switch {
+	case errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		strings.Contains(low, "authorization violation") || strings.Contains(low, "authentication"):
+		return &Error{Kind: KindAuth, Err: err, Msg: fmt.Sprintf(
+			"authentication failed on %s: check the user and password, token, nkey or credentials (and the --context in use)", server)}
+	case strings.Contains(low, "tls") || strings.Contains(low, "x509") || strings.Contains(low, "certificate"):
+		return &Error{Kind: KindConnect, Err: err, Msg: fmt.Sprintf(
+			"TLS handshake with %s failed (%s): check --tlsca, --tlscert, --tlskey and --tlsfirst", server, tlsDetail(err))}
+	default:
+		return &Error{Kind: KindConnect, Err: err, Msg: fmt.Sprintf(
+			"cannot connect to %s: check the address (--server, NATS_URL or --context) and that nats-server is running and reachable", server)}
+	}
+}
+
+// tlsDetail keeps the certificate problem, which names no secret.
+func tlsDetail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "x509:"); i >= 0 {
+		return msg[i:]
+	}
+	if i := strings.Index(msg, "tls:"); i >= 0 {
+		return msg[i:]
+	}
+	return "handshake error"
+}
+
+// Redact removes user info from each URL in a comma-separated server list.
+func Redact(servers string) string {
+	parts := strings.Split(servers, ",")
+	for i, s := range parts {
+		s = strings.TrimSpace(s)
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+			continue
+		}
+		if at := strings.LastIndex(s, "@"); at >= 0 {
+			scheme := ""
+			if j := strings.Index(s, "://"); j >= 0 && j < at {
+				scheme = s[:j+3]
+			}
+			s = scheme + s[at+1:]
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, ",")
+}
+
+func natsOptions(o Options, c *Conn) ([]nats.Option, error) {
+	name := o.Name
+	if name == "" {
+		name = "lanes"
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.Timeout(o.Timeout),
+		nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				c.permissionDenied(err)
+			}
+		}),
+	}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.NKey != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NKey)
+		if err != nil {
+			return nil, &Error{Kind: KindAuth, Err: err, Msg: fmt.Sprintf("cannot read the nkey seed file %s: check the path and that it holds a user seed", o.NKey)}
+		}
+		opts = append(opts, opt)
+	}
+	if o.User != "" {
+		opts = append(opts, nats.UserInfo(o.User, o.Password))
+	}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		if o.TLSCert == "" || o.TLSKey == "" {
+			return nil, &Error{Kind: KindConnect, Msg: "--tlscert and --tlskey go together: give both or neither"}
+		}
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	if o.TLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
+	}
+	return opts, nil
+}
