@@ -74,6 +74,8 @@ type Conn struct {
 	JS      jetstream.JetStream
 	Timeout time.Duration
 	Server  string // redacted URL, safe to print
+	// APIPrefix is where JetStream API requests go: "$JS.API." or "$JS.<domain>.API.".
+	APIPrefix string
 
 	mu       sync.Mutex
 	watchers map[int]context.CancelCauseFunc
@@ -87,7 +89,10 @@ func Open(ctx context.Context, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{Timeout: o.Timeout, Server: Redact(o.Server), watchers: map[int]context.CancelCauseFunc{}}
+	c := &Conn{Timeout: o.Timeout, Server: Redact(o.Server), APIPrefix: jetstream.DefaultAPIPrefix, watchers: map[int]context.CancelCauseFunc{}}
+	if o.JSDomain != "" {
+		c.APIPrefix = "$JS." + o.JSDomain + ".API."
+	}
 	opts, err := natsOptions(o, c)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,72 @@
+package lanelist_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// TestListPagesAndTags lists more consumers than one page holds and finds
+// the lanes among them by metadata.
+func TestListPagesAndTags(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	ctx := context.Background()
+	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: p.Stream.Name, Subjects: p.Stream.Subjects}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range p.Consumers {
+		if _, err := js.CreateConsumer(ctx, p.Stream.Name, jetstream.ConsumerConfig{Durable: c.Durable, FilterSubject: c.FilterSubject,
+			AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1, Metadata: c.Metadata}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.CreateConsumer(ctx, p.Stream.Name, jetstream.ConsumerConfig{Durable: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := connect.Open(ctx, connect.Options{Server: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	l, err := lanelist.List(ctx, conn, p.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Consumers) != 301 || l.Requests != 2 {
+		t.Fatalf("got %d consumers in %d requests, want 301 in 2", len(l.Consumers), l.Requests)
+	}
+	lanes := 0
+	for _, ci := range l.Consumers {
+		tag, ok := lanelist.TagOf(ci.Config)
+		if !ok {
+			if ci.Name != "other" {
+				t.Fatalf("%s not recognised as a lane", ci.Name)
+			}
+			continue
+		}
+		lanes++
+		if want := planner.LaneName("orders", 300, tag.Partition); ci.Name != want || tag.Partitions != 300 {
+			t.Fatalf("tag %+v on %s", tag, ci.Name)
+		}
+	}
+	if lanes != 300 {
+		t.Fatalf("found %d lanes, want 300", lanes)
+	}
+	if _, err := lanelist.List(ctx, conn, "NOPE"); err == nil {
+		t.Fatal("listing a missing stream must fail")
+	} else if ae, ok := err.(*lanelist.APIError); !ok || ae.ErrCode != lanelist.ErrCodeStreamNotFound {
+		t.Fatalf("want stream not found, got %v", fmt.Sprint(err))
+	}
+}
