@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -212,4 +213,34 @@ func (p *Plan) LaneOf(subject string) (Lane, bool) {
 		return Lane{}, false
 	}
 	return p.Lanes[part], true
+}
+
+// SubjectForKey builds a published subject carrying key: the key's tokens
+// (joined by '.') go into the key positions, other '*' tokens get "x".
+func (p *Plan) SubjectForKey(key string) (string, error) {
+	l := p.Layout
+	parts := strings.Split(key, ".")
+	if len(parts) != len(l.KeyTokens) {
+		return "", fmt.Errorf("key %q has %d token(s); the design's key has %d", key, len(parts), len(l.KeyTokens))
+	}
+	wild := make([]string, len(l.wildPos))
+	for i := range wild {
+		wild[i] = "x"
+	}
+	for i, k := range l.KeyTokens {
+		if parts[i] == "" || strings.ContainsAny(parts[i], " \t\r\n*>") {
+			return "", fmt.Errorf("key %q: token %q cannot be a subject token", key, parts[i])
+		}
+		wild[k-1] = parts[i]
+	}
+	out := make([]string, len(l.srcTokens))
+	w := 0
+	for i, t := range l.srcTokens {
+		if t == "*" {
+			t = wild[w]
+			w++
+		}
+		out[i] = t
+	}
+	return strings.Join(out, "."), nil
 }

@@ -1,0 +1,289 @@
+// Package record judges a simulation run, model or live, by the same
+// rules: every execution of a message is reported as it begins and ends,
+// and the Recorder counts per-key order violations, duplicate executions,
+// latency, per-lane load, and whether the final per-key state is right.
+package record
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// Outcome is how an execution ended.
+type Outcome int
+
+const (
+	// Done: the worker finished and applied its side effect (whether or not
+	// its ack arrived in time: late acks are accepted, the effect happened).
+	Done Outcome = iota
+	// Crashed: the worker died before applying anything.
+	Crashed
+)
+
+// Exec identifies one execution (one delivery handled by one worker).
+type Exec int
+
+type execState struct {
+	msg   int32
+	lane  int32
+	begin time.Duration
+	open  bool
+}
+
+// Recorder is safe for concurrent use (live workers report from goroutines).
+type Recorder struct {
+	mu        sync.Mutex
+	w         *workload.Workload
+	strategy  string
+	versioned bool
+	lanes     int
+	workers   int
+	laneOf    func(msg int) int
+
+	execs      []execState
+	doneAt     []time.Duration // per message, first Done; -1 while not done
+	running    [][]int32       // per key: messages with an execution in progress
+	maxBegun   []int32         // per key: highest message index begun, -1 none
+	applied    []int32         // per key: message whose effect the store holds, -1 none
+	busy       []time.Duration // per lane
+	violations int
+	duplicates int
+	crashes    int
+	stale      int
+}
+
+// New makes a recorder for one strategy run. laneOf maps a message index to
+// the lane (consumer) that delivers it; versioned stores drop stale updates.
+func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneOf func(msg int) int, versioned bool) *Recorder {
+	keys := len(w.Spec.Keys.Names)
+	r := &Recorder{
+		w: w, strategy: strategy, versioned: versioned, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
+		doneAt:   make([]time.Duration, len(w.Messages)),
+		running:  make([][]int32, keys),
+		maxBegun: make([]int32, keys),
+		applied:  make([]int32, keys),
+		busy:     make([]time.Duration, lanes),
+	}
+	for i := range r.doneAt {
+		r.doneAt[i] = -1
+	}
+	for k := 0; k < keys; k++ {
+		r.maxBegun[k], r.applied[k] = -1, -1
+	}
+	return r
+}
+
+// Begin records that a worker on lane starts message msg (0-based index) at
+// time at. It counts an order violation when the message's predecessor has
+// not finished, an earlier message of its key is still being executed, or a
+// later message of its key has already begun.
+func (r *Recorder) Begin(msg, lane int, at time.Duration) Exec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.w.Messages[msg].Key
+	violation := false
+	if p := r.w.Prev(msg); p >= 0 && r.doneAt[p] < 0 {
+		violation = true
+	}
+	for _, m := range r.running[k] {
+		if int(m) < msg {
+			violation = true
+		}
+	}
+	if int(r.maxBegun[k]) > msg {
+		violation = true
+	}
+	if violation {
+		r.violations++
+	}
+	r.maxBegun[k] = max(r.maxBegun[k], int32(msg))
+	r.running[k] = append(r.running[k], int32(msg))
+	r.execs = append(r.execs, execState{msg: int32(msg), lane: int32(lane), begin: at, open: true})
+	return Exec(len(r.execs) - 1)
+}
+
+// End records how an execution ended.
+func (r *Recorder) End(e Exec, at time.Duration, o Outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := &r.execs[e]
+	if !x.open {
+		return
+	}
+	x.open = false
+	msg := int(x.msg)
+	k := r.w.Messages[msg].Key
+	if i := slices.Index(r.running[k], x.msg); i >= 0 {
+		r.running[k] = slices.Delete(r.running[k], i, i+1)
+	}
+	r.busy[x.lane] += at - x.begin
+	if o == Crashed {
+		r.crashes++
+		return
+	}
+	if r.doneAt[msg] >= 0 {
+		r.duplicates++
+	} else {
+		r.doneAt[msg] = at
+	}
+	if r.versioned && r.applied[k] > int32(msg) {
+		r.stale++ // a version check drops an older update
+		return
+	}
+	if r.versioned && r.applied[k] == int32(msg) {
+		return // the same version again: idempotent
+	}
+	r.applied[k] = int32(msg)
+}
+
+// Result is the judged run. Durations in JSON are milliseconds or seconds,
+// as the field names say.
+type Result struct {
+	Strategy          string       `json:"strategy"`
+	Partitions        int          `json:"partitions"`
+	WorkersPerLane    int          `json:"workers_per_lane"`
+	Messages          int          `json:"messages"`
+	Completed         int          `json:"completed"`
+	Throughput        float64      `json:"throughput"`
+	LatencyP50ms      float64      `json:"latency_p50_ms"`
+	LatencyP99ms      float64      `json:"latency_p99_ms"`
+	LatencyMaxms      float64      `json:"latency_max_ms"`
+	DrainSeconds      float64      `json:"drain_seconds"`
+	OrderViolations   int          `json:"order_violations"`
+	Duplicates        int          `json:"duplicates"`
+	Executions        int          `json:"executions"`
+	Crashes           int          `json:"crashes"`
+	StaleDropped      int          `json:"stale_updates_dropped"`
+	FinalStateCorrect bool         `json:"final_state_correct"`
+	HottestLane       int          `json:"hottest_lane"`
+	HottestLaneShare  float64      `json:"hottest_lane_share"`
+	HottestKey        string       `json:"hottest_key"`
+	HottestKeyShare   float64      `json:"hottest_key_share"`
+	Lanes             []LaneResult `json:"lanes"`
+}
+
+// LaneResult is one lane's load.
+type LaneResult struct {
+	Lane        int     `json:"lane"`
+	Messages    int     `json:"messages"`
+	Utilization float64 `json:"utilization"`
+	PeakBacklog int     `json:"peak_backlog"`
+}
+
+// Result judges the run so far.
+func (r *Recorder) Result() Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msgs := r.w.Messages
+	res := Result{Strategy: r.strategy, Partitions: r.lanes, WorkersPerLane: r.workers, Messages: len(msgs),
+		OrderViolations: r.violations, Duplicates: r.duplicates, Executions: len(r.execs), Crashes: r.crashes, StaleDropped: r.stale}
+
+	var lat []time.Duration
+	var end time.Duration
+	perLane := make([]int, r.lanes)
+	perKey := make([]int, len(r.w.Spec.Keys.Names))
+	for i, m := range msgs {
+		perLane[r.laneOf(i)]++
+		perKey[m.Key]++
+		if d := r.doneAt[i]; d >= 0 {
+			lat = append(lat, d-m.At)
+			end = max(end, d)
+		}
+	}
+	res.Completed = len(lat)
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.LatencyP50ms = ms(percentile(lat, 0.50))
+		res.LatencyP99ms = ms(percentile(lat, 0.99))
+		res.LatencyMaxms = ms(lat[len(lat)-1])
+	}
+	span := end - msgs[0].At
+	res.DrainSeconds = span.Seconds()
+	if span > 0 {
+		res.Throughput = float64(res.Completed) / span.Seconds()
+	}
+	res.FinalStateCorrect = r.finalStateCorrect()
+	res.HottestLane, res.HottestLaneShare = hottest(perLane, len(msgs))
+	var hk int
+	hk, res.HottestKeyShare = hottest(perKey, len(msgs))
+	res.HottestKey = r.w.Spec.Keys.Names[hk]
+	peaks := r.peakBacklogs()
+	for l := 0; l < r.lanes; l++ {
+		lr := LaneResult{Lane: l, Messages: perLane[l], PeakBacklog: peaks[l]}
+		if span > 0 {
+			lr.Utilization = min(1, float64(r.busy[l])/float64(span)/float64(max(1, r.workers)))
+		}
+		res.Lanes = append(res.Lanes, lr)
+	}
+	return res
+}
+
+// finalStateCorrect: every key's store holds its last message.
+func (r *Recorder) finalStateCorrect() bool {
+	for k := range r.applied {
+		if r.applied[k] != int32(r.w.LastOfKey(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// peakBacklogs is, per lane, the most messages arrived but not yet done.
+func (r *Recorder) peakBacklogs() []int {
+	arrivals := make([][]time.Duration, r.lanes)
+	dones := make([][]time.Duration, r.lanes)
+	for i, m := range r.w.Messages {
+		l := r.laneOf(i)
+		arrivals[l] = append(arrivals[l], m.At)
+		if d := r.doneAt[i]; d >= 0 {
+			dones[l] = append(dones[l], d)
+		}
+	}
+	peaks := make([]int, r.lanes)
+	for l := range peaks {
+		slices.Sort(dones[l])
+		j, backlog := 0, 0
+		for _, a := range arrivals[l] {
+			for j < len(dones[l]) && dones[l][j] <= a {
+				j++
+				backlog--
+			}
+			backlog++
+			peaks[l] = max(peaks[l], backlog)
+		}
+	}
+	return peaks
+}
+
+func hottest(counts []int, total int) (int, float64) {
+	best := 0
+	for i, c := range counts {
+		if c > counts[best] {
+			best = i
+		}
+	}
+	if total == 0 || len(counts) == 0 {
+		return 0, 0
+	}
+	return best, float64(counts[best]) / float64(total)
+}
+
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(float64(len(sorted))*q+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// SortByStrategy orders results as the strategies were asked for.
+func SortByStrategy(results []Result, order []string) {
+	pos := map[string]int{}
+	for i, s := range order {
+		pos[s] = i
+	}
+	sort.SliceStable(results, func(a, b int) bool { return pos[results[a].Strategy] < pos[results[b].Strategy] })
+}

@@ -1,0 +1,134 @@
+package record_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// twoKeys: messages 0,2 are key a; 1,3 are key b (publish order a b a b).
+func twoKeys(t *testing.T) *workload.Workload {
+	t.Helper()
+	w, err := workload.Generate(workload.Spec{
+		Keys:     workload.Keys{Names: []string{"a", "b"}, Subjects: []string{"s.a", "s.b"}, Weights: []float64{1, 1}},
+		Messages: 40, Process: workload.Process{Kind: "fixed", Mean: time.Millisecond}, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func oneLane(int) int { return 0 }
+
+// byKey returns the message indices of one key, in publish order.
+func byKey(w *workload.Workload, key int) []int {
+	var out []int
+	for i, m := range w.Messages {
+		if m.Key == key {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func TestSerialRunHasNoViolations(t *testing.T) {
+	w := twoKeys(t)
+	r := record.New(w, "single", 1, 1, oneLane, false)
+	at := time.Duration(0)
+	for i := range w.Messages {
+		e := r.Begin(i, 0, at)
+		at += time.Millisecond
+		r.End(e, at, record.Done)
+	}
+	res := r.Result()
+	if res.OrderViolations != 0 || res.Duplicates != 0 || !res.FinalStateCorrect || res.Completed != 40 {
+		t.Fatalf("serial run judged %+v", res)
+	}
+	if res.Throughput < 999 || res.Throughput > 1001 {
+		t.Fatalf("throughput %.1f, want 1000/s for 1ms each", res.Throughput)
+	}
+}
+
+// A successor starting while its predecessor runs is caught, and a late
+// duplicate of the predecessor leaves the wrong final state.
+func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
+	w := twoKeys(t)
+	a := byKey(w, 0)
+	if len(a) < 2 {
+		t.Skip("seed gave fewer than two messages for key a")
+	}
+	r := record.New(w, "unordered", 1, 2, oneLane, false)
+	for i := range w.Messages {
+		if i == a[0] || i == a[1] {
+			continue
+		}
+		// everything else runs serially, far in the future
+		e := r.Begin(i, 0, time.Hour)
+		r.End(e, time.Hour, record.Done)
+	}
+	first := r.Begin(a[0], 0, 0)
+	second := r.Begin(a[1], 0, time.Millisecond) // predecessor not finished: violation
+	r.End(second, 2*time.Millisecond, record.Done)
+	r.End(first, 3*time.Millisecond, record.Done) // applied after its successor
+	res := r.Result()
+	if res.OrderViolations < 1 {
+		t.Fatalf("overlap not caught: %+v", res)
+	}
+	if a[1] == w.LastOfKey(0) && res.FinalStateCorrect {
+		t.Fatalf("an older update applied last must leave the wrong state")
+	}
+}
+
+func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
+	w := twoKeys(t)
+	r := record.New(w, "versioned", 1, 2, oneLane, true)
+	// run everything in reverse publish order: every older update is stale
+	for i := len(w.Messages) - 1; i >= 0; i-- {
+		e := r.Begin(i, 0, 0)
+		r.End(e, time.Millisecond, record.Done)
+	}
+	res := r.Result()
+	if !res.FinalStateCorrect || res.StaleDropped != 38 {
+		t.Fatalf("versioned: correct=%v stale=%d, want true and 38", res.FinalStateCorrect, res.StaleDropped)
+	}
+}
+
+func TestDuplicatesAndCrashes(t *testing.T) {
+	w := twoKeys(t)
+	r := record.New(w, "lanes", 1, 1, oneLane, false)
+	for i := range w.Messages {
+		e := r.Begin(i, 0, 0)
+		r.End(e, 0, record.Crashed)
+		e = r.Begin(i, 0, 0)
+		r.End(e, 0, record.Done)
+		if i == 0 {
+			e = r.Begin(i, 0, 0) // redelivered after a lost ack
+			r.End(e, 0, record.Done)
+		}
+	}
+	res := r.Result()
+	if res.Crashes != 40 || res.Duplicates != 1 || res.Executions != 81 {
+		t.Fatalf("crashes=%d duplicates=%d executions=%d", res.Crashes, res.Duplicates, res.Executions)
+	}
+}
+
+func TestPeakBacklog(t *testing.T) {
+	w, err := workload.Generate(workload.Spec{
+		Keys:     workload.Keys{Names: []string{"a"}, Subjects: []string{"s.a"}, Weights: []float64{1}},
+		Messages: 10, Process: workload.Process{Kind: "fixed", Mean: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := record.New(w, "single", 1, 1, oneLane, false)
+	for i := range w.Messages {
+		e := r.Begin(i, 0, time.Duration(i)*time.Millisecond)
+		r.End(e, time.Duration(i+1)*time.Millisecond, record.Done)
+	}
+	if got := r.Result().Lanes[0].PeakBacklog; got != 10 {
+		t.Fatalf("all arrive at 0: peak backlog %d, want 10", got)
+	}
+}
