@@ -429,3 +429,32 @@ func (l *Layout) PartitionOfFilter(filter string) (int, bool) {
 	}
 	return p, p >= 0
 }
+
+// Unmap rebuilds the published subject from a stored (partitioned) one; ok
+// is false when stored does not have this layout's shape.
+func (l *Layout) Unmap(stored string) (string, bool) {
+	toks := strings.Split(stored, ".")
+	if len(toks) != len(l.destTokens) {
+		return "", false
+	}
+	wild := make([]string, len(l.wildPos))
+	for i, t := range l.destTokens {
+		switch {
+		case t.kind == destLiteral && toks[i] != t.literal:
+			return "", false
+		case t.kind == destWildcard:
+			wild[t.wild-1] = toks[i]
+		}
+	}
+	out := make([]string, len(l.srcTokens))
+	for i, t := range l.srcTokens {
+		out[i] = t
+	}
+	for w, pos := range l.wildPos {
+		if wild[w] == "" {
+			return "", false // the destination drops this token
+		}
+		out[pos] = wild[w]
+	}
+	return strings.Join(out, "."), true
+}
