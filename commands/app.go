@@ -30,7 +30,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	io := newIO(stdin, stdout, stderr)
 	app := newApp(io)
+	unknown := ""
+	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, args)
+	if unknown != "" {
+		err = usageErrorf("unknown command %q: lanes has plan, apply, inspect and simulate (see lanes --help)", unknown)
+	}
 	code := exitCode(err)
 	if err != nil && !isSilent(err) {
 		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(err.Error()))
@@ -69,10 +74,7 @@ Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return withCode(ExitUsage, err)
-		},
-		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "lanes: unknown command %q; see lanes --help\n", name)
+			return usageErrorf("%v (see lanes --help)", err)
 		},
 		Commands: []*cli.Command{
 			planCommand(io),
@@ -86,7 +88,7 @@ Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 // withUsageErrors makes a subcommand's flag errors exit 2, like the app's.
 func withUsageErrors(cmd *cli.Command) *cli.Command {
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return withCode(ExitUsage, err)
+		return usageErrorf("%v (see lanes %s --help)", err, cmd.Name)
 	}
 	return cmd
 }

@@ -29,9 +29,9 @@ type designFlag struct {
 	set   func(c *cli.Context, name string, d *planner.Design) error
 }
 
-func str(name, field, usage string, dst func(*planner.Design) *string) designFlag {
+func str(name, field, usage, def string, dst func(*planner.Design) *string) designFlag {
 	return designFlag{
-		flag:  &cli.StringFlag{Name: name, Usage: usage, Category: catDesign},
+		flag:  &cli.StringFlag{Name: name, Usage: usage, Category: catDesign, DefaultText: def},
 		field: field,
 		set: func(c *cli.Context, n string, d *planner.Design) error {
 			*dst(d) = c.String(n)
@@ -40,9 +40,9 @@ func str(name, field, usage string, dst func(*planner.Design) *string) designFla
 	}
 }
 
-func integer(name, field, usage string, dst func(*planner.Design) *int) designFlag {
+func integer(name, field, usage, def string, dst func(*planner.Design) *int) designFlag {
 	return designFlag{
-		flag:  &cli.IntFlag{Name: name, Usage: usage, Category: catDesign},
+		flag:  &cli.IntFlag{Name: name, Usage: usage, Category: catDesign, DefaultText: def},
 		field: field,
 		set: func(c *cli.Context, n string, d *planner.Design) error {
 			*dst(d) = c.Int(n)
@@ -51,9 +51,9 @@ func integer(name, field, usage string, dst func(*planner.Design) *int) designFl
 	}
 }
 
-func duration(name, field, usage string, dst func(*planner.Design) *planner.Duration) designFlag {
+func duration(name, field, usage, def string, dst func(*planner.Design) *planner.Duration) designFlag {
 	return designFlag{
-		flag:  &cli.DurationFlag{Name: name, Usage: usage, Category: catDesign},
+		flag:  &cli.DurationFlag{Name: name, Usage: usage, Category: catDesign, DefaultText: def},
 		field: field,
 		set: func(c *cli.Context, n string, d *planner.Design) error {
 			*dst(d) = planner.Duration(c.Duration(n))
@@ -64,9 +64,9 @@ func duration(name, field, usage string, dst func(*planner.Design) *planner.Dura
 
 // designFlags are accepted by plan, apply and simulate.
 var designFlags = []designFlag{
-	str("name", "name", "design `NAME` (lane names start with it)", func(d *planner.Design) *string { return &d.Name }),
-	str("stream", "stream.name", "stream `NAME` (default: the design name in upper case)", func(d *planner.Design) *string { return &d.Stream.Name }),
-	str("subject", "subject", "publish subject `PATTERN`, e.g. msgs.received_from.*", func(d *planner.Design) *string { return &d.Subject }),
+	str("name", "name", "design `NAME` (lane names start with it)", "the stream name in lower case", func(d *planner.Design) *string { return &d.Name }),
+	str("stream", "stream.name", "stream `NAME`", "the design name in upper case", func(d *planner.Design) *string { return &d.Stream.Name }),
+	str("subject", "subject", "publish subject `PATTERN`, e.g. msgs.received_from.*", "", func(d *planner.Design) *string { return &d.Subject }),
 	{
 		flag:  &cli.StringFlag{Name: "key-tokens", Usage: "which '*' tokens form the ordering key, 1-based `LIST` like partition(n,i...) (default: all)", Category: catDesign},
 		field: "key_tokens",
@@ -79,9 +79,9 @@ var designFlags = []designFlag{
 			return nil
 		},
 	},
-	integer("partitions", "partitions", "number of partitions, one serial lane each (default 8)", func(d *planner.Design) *int { return &d.Partitions }),
-	str("mapping", "mapping", "where the mapping lives: stream (subject transform, default) or account", func(d *planner.Design) *string { return &d.Mapping }),
-	str("prefix", "prefix", "literal `PREFIX` of the partitioned subjects (default: the subject's literal prefix)", func(d *planner.Design) *string { return &d.Prefix }),
+	integer("partitions", "partitions", "`N` partitions, one serial lane each", "8", func(d *planner.Design) *int { return &d.Partitions }),
+	str("mapping", "mapping", "`MODE`: where the mapping lives: stream (a subject transform lanes applies) or account (the operator installs it)", "stream", func(d *planner.Design) *string { return &d.Mapping }),
+	str("prefix", "prefix", "literal `PREFIX` of the partitioned subjects", "the subject's literal prefix", func(d *planner.Design) *string { return &d.Prefix }),
 	{
 		flag:  &cli.StringFlag{Name: "destination", Usage: "adopt an existing mapping `DESTINATION` instead of the derived one", Category: catDesign},
 		field: "destination",
@@ -90,13 +90,13 @@ var designFlags = []designFlag{
 			return nil
 		},
 	},
-	str("account", "account", "account `NAME` for the conf and nsc mapping outputs", func(d *planner.Design) *string { return &d.Account }),
-	str("storage", "stream.storage", "stream storage if created: file or memory", func(d *planner.Design) *string { return &d.Stream.Storage }),
-	integer("replicas", "stream.replicas", "stream replicas if created (1-5)", func(d *planner.Design) *int { return &d.Stream.Replicas }),
-	str("retention", "stream.retention", "stream retention if created: limits, workqueue or interest", func(d *planner.Design) *string { return &d.Stream.Retention }),
-	integer("max-consumers", "stream.max_consumers", "stream max_consumers (default: max(1000, 2 x partitions))", func(d *planner.Design) *int { return &d.Stream.MaxConsumers }),
-	duration("ack-wait", "lane.ack_wait", "lane ack wait; must exceed processing time (default 30s)", func(d *planner.Design) *planner.Duration { return &d.Lane.AckWait }),
-	integer("max-deliver", "lane.max_deliver", "lane max deliveries, -1 unlimited (default -1)", func(d *planner.Design) *int { return &d.Lane.MaxDeliver }),
+	str("account", "account", "account `NAME` for the conf and nsc mapping outputs", "", func(d *planner.Design) *string { return &d.Account }),
+	str("storage", "stream.storage", "stream `STORAGE` if created: file or memory", "file", func(d *planner.Design) *string { return &d.Stream.Storage }),
+	integer("replicas", "stream.replicas", "stream replicas `N` if created (1-5)", "1", func(d *planner.Design) *int { return &d.Stream.Replicas }),
+	str("retention", "stream.retention", "stream `RETENTION` if created: limits, workqueue or interest", "limits", func(d *planner.Design) *string { return &d.Stream.Retention }),
+	integer("max-consumers", "stream.max_consumers", "stream max_consumers `N`; apply only ever raises it", "max(1000, 2 x partitions)", func(d *planner.Design) *int { return &d.Stream.MaxConsumers }),
+	duration("ack-wait", "lane.ack_wait", "lane ack wait `DURATION`; must exceed processing time (or use in-progress acks)", "30s", func(d *planner.Design) *planner.Duration { return &d.Lane.AckWait }),
+	integer("max-deliver", "lane.max_deliver", "lane max deliveries `N`; -1 is unlimited (a poison message then blocks its lane: inspect flags it)", "-1", func(d *planner.Design) *int { return &d.Lane.MaxDeliver }),
 	{
 		flag:  &cli.StringFlag{Name: "backoff", Usage: "lane redelivery backoff `LIST`, e.g. 1s,5s,30s (first step is the ack wait)", Category: catDesign},
 		field: "lane.backoff",
@@ -112,18 +112,18 @@ var designFlags = []designFlag{
 			return nil
 		},
 	},
-	integer("max-ack-pending", "lane.max_ack_pending", "messages out at once per lane; 1 keeps order (default 1)", func(d *planner.Design) *int { return &d.Lane.MaxAckPending }),
-	integer("max-waiting", "lane.max_waiting", "queued pull requests per lane (default 512)", func(d *planner.Design) *int { return &d.Lane.MaxWaiting }),
+	integer("max-ack-pending", "lane.max_ack_pending", "`N` messages out at once per lane; only 1 keeps per-key order", "1", func(d *planner.Design) *int { return &d.Lane.MaxAckPending }),
+	integer("max-waiting", "lane.max_waiting", "`N` queued pull requests per lane", "512", func(d *planner.Design) *int { return &d.Lane.MaxWaiting }),
 	{
-		flag:  &cli.BoolFlag{Name: "pinned", Usage: "pin one worker per lane (priority group, server 2.11+) with failover", Category: catDesign},
+		flag:  &cli.BoolFlag{Name: "pinned", Usage: "pin one worker per lane (priority group, server 2.11+) with failover", Category: catDesign, DefaultText: "false"},
 		field: "lane.pinned",
 		set: func(c *cli.Context, n string, d *planner.Design) error {
 			d.Lane.Pinned = c.Bool(n)
 			return nil
 		},
 	},
-	duration("pinned-ttl", "lane.pinned_ttl", "time without pulls before the pin moves (default 2m)", func(d *planner.Design) *planner.Duration { return &d.Lane.PinnedTTL }),
-	integer("lane-replicas", "lane.replicas", "lane consumer replicas, 0 = as the stream", func(d *planner.Design) *int { return &d.Lane.Replicas }),
+	duration("pinned-ttl", "lane.pinned_ttl", "`DURATION` without pulls before the pin moves to another worker", "2m", func(d *planner.Design) *planner.Duration { return &d.Lane.PinnedTTL }),
+	integer("lane-replicas", "lane.replicas", "lane consumer replicas `N`; 0 follows the stream", "0", func(d *planner.Design) *int { return &d.Lane.Replicas }),
 }
 
 var fileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "design `FILE` (YAML or JSON)", Category: catDesign}
@@ -212,15 +212,15 @@ func connectFlags() []cli.Flag {
 		&cli.StringFlag{Name: "context", EnvVars: []string{"NATS_CONTEXT"}, Usage: "natscli context `NAME` (flags override it)", Category: catConnect},
 		&cli.StringFlag{Name: "creds", EnvVars: []string{"NATS_CREDS"}, Usage: "user credentials `FILE`", Category: catConnect},
 		&cli.StringFlag{Name: "nkey", EnvVars: []string{"NATS_NKEY"}, Usage: "user nkey seed `FILE`", Category: catConnect},
-		&cli.StringFlag{Name: "user", EnvVars: []string{"NATS_USER"}, Usage: "user name", Category: catConnect},
-		&cli.StringFlag{Name: "password", EnvVars: []string{"NATS_PASSWORD"}, Usage: "password (prefer NATS_PASSWORD or a context)", Category: catConnect},
-		&cli.StringFlag{Name: "token", EnvVars: []string{"NATS_TOKEN"}, Usage: "auth token", Category: catConnect},
+		&cli.StringFlag{Name: "user", EnvVars: []string{"NATS_USER"}, Usage: "user `NAME`", Category: catConnect},
+		&cli.StringFlag{Name: "password", EnvVars: []string{"NATS_PASSWORD"}, Usage: "`PASSWORD` (prefer NATS_PASSWORD or a context: flags show in process lists)", Category: catConnect},
+		&cli.StringFlag{Name: "token", EnvVars: []string{"NATS_TOKEN"}, Usage: "auth `TOKEN`", Category: catConnect},
 		&cli.StringFlag{Name: "tlscert", EnvVars: []string{"NATS_CERT"}, Usage: "TLS client certificate `FILE`", Category: catConnect},
 		&cli.StringFlag{Name: "tlskey", EnvVars: []string{"NATS_KEY"}, Usage: "TLS client key `FILE`", Category: catConnect},
 		&cli.StringFlag{Name: "tlsca", EnvVars: []string{"NATS_CA"}, Usage: "TLS CA `FILE` to verify the server", Category: catConnect},
 		&cli.BoolFlag{Name: "tlsfirst", Usage: "TLS handshake before the NATS INFO (server tls handshake_first)", Category: catConnect},
 		&cli.StringFlag{Name: "js-domain", Usage: "JetStream `DOMAIN`", Category: catConnect},
-		&cli.DurationFlag{Name: "timeout", Value: connect.DefaultTimeout, Usage: "deadline for each request to the server", Category: catConnect},
+		&cli.DurationFlag{Name: "timeout", Value: connect.DefaultTimeout, Usage: "`DURATION` allowed for each request to the server", Category: catConnect},
 	}
 }
 
