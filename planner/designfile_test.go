@@ -1,0 +1,108 @@
+package planner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDesignFileAndLines(t *testing.T) {
+	src := `name: orders
+subject: msgs.received_from.*
+partitions: 16
+stream:
+  name: ORDERS
+  replicas: 3
+lane:
+  ack_wait: 45s
+  backoff: [45s, 2m]
+  max_deliver: 5
+`
+	d, err := ParseDesign([]byte(src), "lanes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Partitions != 16 || d.Stream.Replicas != 3 || d.Lane.AckWait.D() != 45*time.Second || len(d.Lane.BackOff) != 2 {
+		t.Fatalf("parsed %+v", d)
+	}
+	if d.Origin["lane.ack_wait"] != "lanes.yaml:8" || d.Origin["stream.replicas"] != "lanes.yaml:6" {
+		t.Fatalf("origins %v", d.Origin)
+	}
+	if _, err := New(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseDesignJSON(t *testing.T) {
+	d, err := ParseDesign([]byte(`{"name": "orders", "subject": "msgs.*", "lane": {"ack_wait": "1m"}}`), "lanes.json")
+	if err != nil || d.Lane.AckWait.D() != time.Minute {
+		t.Fatalf("%v %+v", err, d)
+	}
+}
+
+// TestBadDesignFiles: errors name the file and line, and what is wrong.
+func TestBadDesignFiles(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"unknown field", "name: o\nsubject: a.*\npartitons: 8\n", []string{"lanes.yaml:3", `unknown field "partitons"`}},
+		{"unknown nested field", "name: o\nsubject: a.*\nlane:\n  ackwait: 3s\n", []string{"lanes.yaml:4", `"ackwait"`}},
+		{"malformed", "name: o\nsubject: [a.*\n", []string{"lanes.yaml"}},
+		{"tabs", "name: o\n\tsubject: a.*\n", []string{"lanes.yaml:2"}},
+		{"bad duration", "name: o\nsubject: a.*\nlane:\n  ack_wait: soon\n", []string{"lanes.yaml:4", `"soon" is not a duration`}},
+		{"number as duration", "name: o\nsubject: a.*\nlane:\n  ack_wait: [1]\n", []string{"lanes.yaml:4", "duration"}},
+		{"text as number", "name: o\nsubject: a.*\npartitions: eight\n", []string{"lanes.yaml:3", `"eight" is not a whole number`}},
+		{"weighted destination", "name: o\nsubject: a.*\ndestination:\n  - {destination: a.x, weight: 50}\n", []string{"lanes.yaml:4", "weighted"}},
+		{"empty", "  \n", []string{"lanes.yaml", "empty"}},
+		{"two documents", "name: o\nsubject: a.*\n---\nname: p\n", []string{"more than one document"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseDesign([]byte(tc.src), "lanes.yaml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A validation error on a value from the file names its line.
+func TestValidationNamesFileLine(t *testing.T) {
+	d, err := ParseDesign([]byte("name: o\nsubject: a.*\nlane:\n  max_ack_pending: 0\n"), "lanes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(d)
+	if err == nil || !strings.HasPrefix(err.Error(), "lanes.yaml:4: lane.max_ack_pending") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The shipped examples must plan cleanly.
+func TestExamplesPlan(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*/lanes.yaml")
+	if len(files) < 2 {
+		t.Fatalf("expected at least two examples, found %v", files)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ParseDesign(data, f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := New(d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+}
