@@ -84,11 +84,17 @@ func runPlan(ctx context.Context, o PlanOptions) error {
 	if o.Key != "" {
 		return planKey(o)
 	}
-	if o.EmitDir != "" {
-		if err := emitDefinitions(o); err != nil {
-			return err
-		}
+	if err := renderPlan(ctx, o); err != nil {
+		return err
 	}
+	if o.EmitDir != "" {
+		return emitDefinitions(o)
+	}
+	return nil
+}
+
+// renderPlan prints the plan in the chosen format.
+func renderPlan(ctx context.Context, o PlanOptions) error {
 	switch o.Output {
 	case "conf":
 		return render.Conf(o.IO.Out, o.Plan)
@@ -166,8 +172,7 @@ func planDocument(ctx context.Context, o PlanOptions) error {
 // from: the file itself, or a spool of stdin.
 func validatedKeys(ctx context.Context, o PlanOptions) (string, func(), error) {
 	if o.KeysPath != "-" {
-		_, err := assignKeys(ctx, o, nil)
-		return o.KeysPath, func() {}, err
+		return o.KeysPath, func() {}, checkKeys(ctx, o)
 	}
 	spool, err := os.CreateTemp("", "lanes-keys-*")
 	if err != nil {
@@ -176,54 +181,68 @@ func validatedKeys(ctx context.Context, o PlanOptions) (string, func(), error) {
 	cleanup := func() { spool.Close(); os.Remove(spool.Name()) }
 	tee := o
 	tee.IO = &IO{In: io.TeeReader(o.IO.In, spool)}
-	if _, err := assignKeys(ctx, tee, nil); err != nil {
+	if err := checkKeys(ctx, tee); err != nil {
 		cleanup()
 		return "", nil, err
 	}
 	return spool.Name(), cleanup, nil
 }
 
-// assignKeys reads the keys input, places each line, counts it, and hands
-// it to sink (if any).
+// assignKeys places and counts every line of the keys input, handing each
+// to sink (if any).
 func assignKeys(ctx context.Context, o PlanOptions, sink func(planner.Parsed) error) (*planner.Tally, error) {
+	tally := planner.NewTally(o.Plan.Design.Partitions)
+	err := scanKeys(ctx, o, func(p planner.Parsed) error {
+		tally.Add(p)
+		if sink != nil {
+			return sink(p)
+		}
+		return nil
+	})
+	return tally, err
+}
+
+// checkKeys only checks that every line can be placed.
+func checkKeys(ctx context.Context, o PlanOptions) error {
+	return scanKeys(ctx, o, func(planner.Parsed) error { return nil })
+}
+
+// scanKeys reads the keys input (a file, or stdin for "-") and places each line.
+func scanKeys(ctx context.Context, o PlanOptions, each func(planner.Parsed) error) error {
 	var r io.Reader = o.IO.In
 	name := "stdin"
 	if o.KeysPath != "-" {
 		f, err := os.Open(o.KeysPath)
 		if err != nil {
-			return nil, usageErrorf("--keys: %v", err)
+			return usageErrorf("--keys: %v", err)
 		}
 		defer f.Close()
 		r, name = f, filepath.Base(o.KeysPath)
 	}
 	a := planner.NewAssigner(o.Plan)
-	tally := planner.NewTally(o.Plan.Design.Partitions)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	line := 0
 	for sc.Scan() {
 		line++
 		if line&0xffff == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		p, ok, err := a.Place(line, sc.Bytes())
 		if err != nil {
-			return nil, usageErrorf("--keys %s %v", name, err)
+			return usageErrorf("--keys %s %v", name, err)
 		}
 		if !ok {
 			continue
 		}
-		tally.Add(p)
-		if sink != nil {
-			if err := sink(p); err != nil {
-				return nil, err
-			}
+		if err := each(p); err != nil {
+			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, usageErrorf("--keys %s: line %d: %v", name, line+1, err)
+		return usageErrorf("--keys %s: line %d: %v", name, line+1, err)
 	}
-	return tally, nil
+	return nil
 }
 
 // emitDefinitions writes stream.json and one file per lane into the directory.

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"bytes"
-	"container/heap"
 	"fmt"
 	"sort"
 	"strconv"
@@ -57,7 +56,7 @@ func (a *Assigner) Place(lineNo int, line []byte) (Parsed, bool, error) {
 		return Parsed{}, false, nil
 	}
 	subject, count := line, int64(1)
-	if i := bytes.IndexAny(line, " \t"); i >= 0 {
+	if i := indexSpace(line); i >= 0 {
 		subject = line[:i]
 		n, err := strconv.ParseInt(string(bytes.TrimSpace(line[i+1:])), 10, 64)
 		if err != nil || n < 0 {
@@ -76,6 +75,16 @@ func (a *Assigner) Place(lineNo int, line []byte) (Parsed, bool, error) {
 	p := Parsed{Subject: subject, Partition: l.hashKey(subject, &wild), Count: count}
 	p.Key = a.appendKey(subject, &wild)
 	return p, true, nil
+}
+
+// indexSpace finds the first space or tab (bytes.IndexAny builds a set per call).
+func indexSpace(b []byte) int {
+	for i, c := range b {
+		if c == ' ' || c == '\t' {
+			return i
+		}
+	}
+	return -1
 }
 
 func (a *Assigner) expandBareKey(key []byte) []byte {
@@ -124,10 +133,10 @@ func (a *Assigner) Assign(subject string) (Assignment, error) {
 }
 
 // Tally counts keys per lane and keeps the hottest keys in bounded memory,
-// whatever the number of distinct keys (Space-Saving heavy hitters).
+// whatever the number of distinct keys (a heavy-hitters summary).
 type Tally struct {
 	perLane []int64
-	hot     *spaceSaving
+	hot     *hotKeys
 	lines   int64
 }
 
@@ -135,7 +144,7 @@ type Tally struct {
 const HotKeyCapacity = 256
 
 func NewTally(partitions int) *Tally {
-	return &Tally{perLane: make([]int64, partitions), hot: newSpaceSaving(HotKeyCapacity)}
+	return &Tally{perLane: make([]int64, partitions), hot: newHotKeys(HotKeyCapacity)}
 }
 
 // Add counts a placed line.
@@ -214,52 +223,77 @@ func minOrFirst(cur, v int64) int64 {
 	return cur
 }
 
-// spaceSaving is the Space-Saving heavy-hitters sketch (Metwally et al.):
-// k counters; an unseen key replaces the smallest and inherits its count.
-type spaceSaving struct {
-	k     int
-	index map[string]*ssEntry
-	heap  ssHeap
-	// evicted is true once a key was dropped, making counts approximate.
-	evicted bool
+// hotKeys is the Misra-Gries "frequent items" summary with batched
+// decrements: at most k counters; when full, the median count is subtracted
+// from every counter and those at zero or below are dropped, which frees at
+// least half of them, so each line costs O(1) amortized: one map lookup.
+// A key's count is underestimated by at most the total subtracted, and any
+// key above that total is guaranteed to be tracked.
+type hotKeys struct {
+	k          int
+	index      map[string]int32 // key -> slot in entries
+	entries    []hotEntry       // fixed slab: no allocation per counted line
+	free       []int32
+	subtracted int64
 }
 
-type ssEntry struct {
-	key       string
-	partition int
+type hotEntry struct {
 	count     int64
-	pos       int
+	partition int
 }
 
-func newSpaceSaving(k int) *spaceSaving {
-	return &spaceSaving{k: k, index: make(map[string]*ssEntry, k)}
+func newHotKeys(k int) *hotKeys {
+	h := &hotKeys{k: k, index: make(map[string]int32, k), entries: make([]hotEntry, k)}
+	for i := k - 1; i >= 0; i-- {
+		h.free = append(h.free, int32(i))
+	}
+	return h
 }
 
-func (s *spaceSaving) add(key []byte, partition int, n int64) {
-	if e, ok := s.index[string(key)]; ok {
-		e.count += n
-		heap.Fix(&s.heap, e.pos)
+func (h *hotKeys) add(key []byte, partition int, n int64) {
+	if i, ok := h.index[string(key)]; ok {
+		h.entries[i].count += n
 		return
 	}
-	if len(s.heap) < s.k {
-		e := &ssEntry{key: string(key), partition: partition, count: n}
-		s.index[e.key] = e
-		heap.Push(&s.heap, e)
-		return
+	if len(h.free) == 0 {
+		h.shrink()
 	}
-	s.evicted = true
-	e := s.heap[0]
-	delete(s.index, e.key)
-	e.key, e.partition = string(key), partition
-	e.count += n
-	s.index[e.key] = e
-	heap.Fix(&s.heap, 0)
+	i := h.free[len(h.free)-1]
+	h.free = h.free[:len(h.free)-1]
+	h.entries[i] = hotEntry{count: n, partition: partition}
+	h.index[string(key)] = i
 }
 
-func (s *spaceSaving) top(n int) []ssEntry {
-	all := make([]ssEntry, len(s.heap))
-	for i, e := range s.heap {
-		all[i] = *e
+// shrink subtracts the median count from every counter.
+func (h *hotKeys) shrink() {
+	all := make([]int64, 0, len(h.entries))
+	for _, e := range h.entries {
+		all = append(all, e.count)
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+	median := all[len(all)/2]
+	for key, i := range h.index {
+		if h.entries[i].count -= median; h.entries[i].count <= 0 {
+			delete(h.index, key)
+			h.free = append(h.free, i)
+		}
+	}
+	h.subtracted += median
+}
+
+type hotKey struct {
+	key       string
+	count     int64
+	partition int
+}
+
+// top returns the n largest counts; each is a lower bound, short by at most
+// the total subtracted, which is added back so ranks reflect estimates.
+func (h *hotKeys) top(n int) []hotKey {
+	all := make([]hotKey, 0, len(h.index))
+	for k, i := range h.index {
+		e := h.entries[i]
+		all = append(all, hotKey{key: k, count: e.count + h.subtracted, partition: e.partition})
 	}
 	sort.Slice(all, func(a, b int) bool {
 		if all[a].count != all[b].count {
@@ -270,29 +304,6 @@ func (s *spaceSaving) top(n int) []ssEntry {
 	return all[:min(n, len(all))]
 }
 
-func (s *spaceSaving) approximate() (bool, int64) {
-	if !s.evicted || len(s.heap) == 0 {
-		return false, 0
-	}
-	return true, s.heap[0].count
-}
-
-type ssHeap []*ssEntry
-
-func (h ssHeap) Len() int           { return len(h) }
-func (h ssHeap) Less(i, j int) bool { return h[i].count < h[j].count }
-func (h ssHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].pos, h[j].pos = i, j
-}
-func (h *ssHeap) Push(x any) {
-	e := x.(*ssEntry)
-	e.pos = len(*h)
-	*h = append(*h, e)
-}
-func (h *ssHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
+// approximate reports whether counters were ever shrunk, and by how much a
+// reported count may exceed the true one.
+func (h *hotKeys) approximate() (bool, int64) { return h.subtracted > 0, h.subtracted }

@@ -173,12 +173,22 @@ func YAML(w io.Writer, v any) error {
 	if err := yaml.Unmarshal(b, &n); err != nil {
 		return err
 	}
+	blockStyle(&n)
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(&n); err != nil {
 		return err
 	}
 	return enc.Close()
+}
+
+// blockStyle drops the flow style and quoting that came from JSON, so the
+// encoder writes ordinary block YAML and quotes only where needed.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
 }
 
 // PlanStream writes the whole plan as one JSON or YAML document, with the

@@ -1,0 +1,266 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lanes-dev/lanes/internal/natstest"
+)
+
+const seedFile = "../examples/seed/lanes.yaml"
+const deviceFile = "../examples/device-events/lanes.yaml"
+
+// TestPlanGolden covers every output format of plan.
+func TestPlanGolden(t *testing.T) {
+	cases := []struct {
+		golden string
+		args   []string
+	}{
+		{"plan/seed.table", []string{"plan", "-f", seedFile}},
+		{"plan/seed-keys.table", []string{"plan", "-f", seedFile, "--keys", "../examples/seed/keys.txt"}},
+		{"plan/seed-keys.json", []string{"plan", "-f", seedFile, "--keys", "../examples/seed/keys.txt", "-o", "json"}},
+		{"plan/seed-keys.yaml", []string{"plan", "-f", seedFile, "--keys", "../examples/seed/keys.txt", "-o", "yaml"}},
+		{"plan/seed.conf", []string{"plan", "-f", seedFile, "-o", "conf"}},
+		{"plan/seed.nsc", []string{"plan", "-f", seedFile, "-o", "nsc"}},
+		{"plan/seed-key-bob.table", []string{"plan", "-f", seedFile, "--key", "bob"}},
+		{"plan/seed-key-bob.json", []string{"plan", "-f", seedFile, "--key", "msgs.received_from.bob", "-o", "json"}},
+		{"plan/devices-keys.table", []string{"plan", "-f", deviceFile, "--keys", "../examples/device-events/keys.txt"}},
+		{"plan/devices.conf", []string{"plan", "-f", deviceFile, "-o", "conf"}},
+		{"plan/devices.nsc", []string{"plan", "-f", deviceFile, "-o", "nsc"}},
+		{"plan/flags.json", []string{"plan", "--name", "pay", "--subject", "pay.*.*", "--key-tokens", "2", "--partitions", "3", "--ack-wait", "1m", "--pinned", "-o", "json"}},
+	}
+	for _, tc := range cases {
+		t.Run(strings.ReplaceAll(tc.golden, "/", "_"), func(t *testing.T) {
+			stdout, stderr, code := run(t, "", tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			golden(t, tc.golden, stdout)
+		})
+	}
+}
+
+func TestPlanJSONFieldsForScripts(t *testing.T) {
+	stdout, _, code := run(t, "alice\nbob\ncarol\nalice\n", "plan", "-f", seedFile, "--keys", "-", "-o", "json")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	var doc struct {
+		Mapping struct{ Source, Destination string }
+		Stream  map[string]any
+		Consumers []struct {
+			Durable       string            `json:"durable_name"`
+			Filter        string            `json:"filter_subject"`
+			AckPolicy     string            `json:"ack_policy"`
+			AckWait       int64             `json:"ack_wait"`
+			MaxAckPending int               `json:"max_ack_pending"`
+			Metadata      map[string]string `json:"metadata"`
+		}
+		Lanes []struct {
+			Name      string
+			Partition int
+			Filter    string
+			Keys      int
+		}
+		Assignments []struct {
+			Subject, Key, Lane string
+			Partition          int
+		}
+		Skew struct {
+			Max       int64   `json:"max"`
+			MaxToMean float64 `json:"max_to_mean"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if doc.Mapping.Source != "msgs.received_from.*" || doc.Stream["name"] != "ORDERS" || len(doc.Consumers) != 8 || len(doc.Lanes) != 8 {
+		t.Fatalf("document: %+v", doc)
+	}
+	c := doc.Consumers[7]
+	if c.Durable != "orders-n8-07" || c.AckPolicy != "explicit" || c.AckWait != int64(30*time.Second) || c.MaxAckPending != 1 || c.Metadata["lanes.partition"] != "7" {
+		t.Fatalf("consumer: %+v", c)
+	}
+	if len(doc.Assignments) != 4 || doc.Assignments[3].Key != "alice" || doc.Assignments[3].Lane != "orders-n8-07" || doc.Lanes[7].Keys != 2 || doc.Skew.Max != 2 {
+		t.Fatalf("assignments %+v lanes %+v skew %+v", doc.Assignments, doc.Lanes, doc.Skew)
+	}
+}
+
+// Bad input: exit 2, one clear message on stderr, nothing on stdout.
+func TestPlanBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keys := write("keys.txt", "alice\nbob\nmsgs.other.carol\n")
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"no subject", "", []string{"plan", "--name", "x"}, "subject"},
+		{"partitions zero", "", []string{"plan", "-f", seedFile, "--partitions", "0"}, "--partitions: partitions \"0\": must be at least 1"},
+		{"partitions huge", "", []string{"plan", "-f", seedFile, "--partitions", "99999999"}, "16384"},
+		{"key token zero", "", []string{"plan", "-f", seedFile, "--key-tokens", "0"}, "--key-tokens: key_tokens \"0\""},
+		{"key token beyond", "", []string{"plan", "-f", seedFile, "--key-tokens", "2"}, "only 1"},
+		{"key token not a number", "", []string{"plan", "-f", seedFile, "--key-tokens", "one"}, "--key-tokens"},
+		{"gt key", "", []string{"plan", "--name", "x", "--subject", "msgs.>"}, "'>'"},
+		{"invalid subject", "", []string{"plan", "--name", "x", "--subject", "msgs..*"}, "not a valid NATS subject"},
+		{"no star", "", []string{"plan", "--name", "x", "--subject", "msgs.all"}, "no '*'"},
+		{"bad stream", "", []string{"plan", "-f", seedFile, "--stream", "A.B"}, "stream.name"},
+		{"unknown field", "", []string{"plan", "-f", write("typo.yaml", "name: x\nsubject: a.*\npartitons: 3\n")}, "typo.yaml:3: unknown field \"partitons\""},
+		{"malformed yaml", "", []string{"plan", "-f", write("bad.yaml", "name: [x\n")}, "bad.yaml"},
+		{"missing file", "", []string{"plan", "-f", filepath.Join(dir, "nope.yaml")}, "cannot read design file"},
+		{"zero ack wait", "", []string{"plan", "-f", seedFile, "--ack-wait", "0s"}, "--ack-wait: lane.ack_wait"},
+		{"negative ack wait", "", []string{"plan", "-f", seedFile, "--ack-wait", "-5s"}, "positive"},
+		{"file duration", "", []string{"plan", "-f", write("d.yaml", "name: x\nsubject: a.*\nlane:\n  ack_wait: -1s\n")}, "d.yaml:4: lane.ack_wait"},
+		{"max ack pending zero", "", []string{"plan", "-f", seedFile, "--max-ack-pending", "0"}, "lane.max_ack_pending"},
+		{"random mapping", "", []string{"plan", "-f", seedFile, "--destination", "msgs.{{random(8)}}.{{wildcard(1)}}"}, "not deterministic"},
+		{"weighted mapping", "", []string{"plan", "-f", write("w.yaml", "name: x\nsubject: a.*\ndestination:\n  - a.1\n")}, "w.yaml:4"},
+		{"keys line", "", []string{"plan", "-f", seedFile, "--keys", keys, "-o", "json"}, "keys.txt line 3: \"msgs.other.carol\" does not match"},
+		{"stdin keys line", "alice\nfoo.bar\n", []string{"plan", "-f", seedFile, "--keys", "-", "-o", "yaml"}, "stdin line 2"},
+		{"keys missing", "", []string{"plan", "-f", seedFile, "--keys", filepath.Join(dir, "none.txt")}, "--keys"},
+		{"bad output", "", []string{"plan", "-f", seedFile, "-o", "xml"}, "--output \"xml\""},
+		{"key and keys", "", []string{"plan", "-f", seedFile, "--key", "a", "--keys", keys}, "cannot be combined"},
+		{"key mismatch", "", []string{"plan", "-f", seedFile, "--key", "a.b"}, "does not match"},
+		{"unknown flag", "", []string{"plan", "--frobnicate"}, "frobnicate"},
+		{"stray argument", "", []string{"plan", "-f", seedFile, "extra"}, "no arguments"},
+		{"unknown command", "", []string{"plna"}, "unknown command \"plna\""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			emit := filepath.Join(dir, tc.name, "defs")
+			args := append(append([]string{}, tc.args...), "--emit-dir", emit)
+			stdout, stderr, code := run(t, tc.stdin, args...)
+			if code != ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, ExitUsage, stderr)
+			}
+			if stdout != "" {
+				t.Fatalf("stdout must stay empty on error, got %q", stdout)
+			}
+			if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Fatalf("stderr %q: want one line containing %q", stderr, tc.want)
+			}
+			if _, err := os.Stat(emit); err == nil {
+				t.Fatal("--emit-dir was written although the input is bad")
+			}
+		})
+	}
+}
+
+func TestPlanWarnings(t *testing.T) {
+	stdout, stderr, code := run(t, "", "plan", "-f", seedFile, "--max-ack-pending", "3", "-o", "json")
+	if code != 0 || !strings.Contains(stderr, "warning: lane.max_ack_pending is 3") || !json.Valid([]byte(stdout)) {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+	_, stderr, code = run(t, "", "plan", "-f", deviceFile)
+	if code != 0 || !strings.Contains(stderr, "ab+c and a+bc") {
+		t.Fatalf("multi-token warning missing: %d %q", code, stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	SetVersion("1.2.3", "abc123", "2026-11-30")
+	defer SetVersion("dev", "none", "unknown")
+	stdout, _, code := run(t, "", "--version")
+	if code != 0 || stdout != "lanes 1.2.3 (commit abc123, built 2026-11-30)\n" {
+		t.Fatalf("%d %q", code, stdout)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range []string{"plan"} {
+		stdout, _, code := run(t, "", cmd, "--help")
+		if code != 0 || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "--partitions") {
+			t.Fatalf("%s --help: %d\n%s", cmd, code, stdout)
+		}
+	}
+}
+
+// TestEmittedDefinitionsAcceptedByServer sends stream.json and every
+// <lane>.json to a real server exactly as written, through the raw API that
+// nats stream add --config and nats consumer add --config end up calling.
+func TestEmittedDefinitionsAcceptedByServer(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv.URL())
+	for _, design := range []string{seedFile, deviceFile} {
+		dir := t.TempDir()
+		_, stderr, code := run(t, "", "plan", "-f", design, "--replicas", "1", "--emit-dir", dir)
+		if code != 0 {
+			t.Fatalf("%s: %s", design, stderr)
+		}
+		streamDef, err := os.ReadFile(filepath.Join(dir, "stream.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct{ Name string }
+		json.Unmarshal(streamDef, &s)
+		apiOK(t, nc, "$JS.API.STREAM.CREATE."+s.Name, streamDef)
+		lanes, _ := filepath.Glob(filepath.Join(dir, "*-n*-*.json"))
+		if len(lanes) < 8 {
+			t.Fatalf("%s: %d lane files", design, len(lanes))
+		}
+		for _, f := range lanes {
+			def, _ := os.ReadFile(f)
+			name := strings.TrimSuffix(filepath.Base(f), ".json")
+			apiOK(t, nc, "$JS.API.CONSUMER.CREATE."+s.Name+"."+name, []byte(`{"stream_name":"`+s.Name+`","config":`+string(def)+`}`))
+		}
+	}
+}
+
+func apiOK(t *testing.T, nc *nats.Conn, subject string, body []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Error *struct{ Description string } `json:"error"`
+	}
+	json.Unmarshal(msg.Data, &resp)
+	if resp.Error != nil {
+		t.Fatalf("%s rejected: %s\n%s", subject, resp.Error.Description, body)
+	}
+}
+
+// The YAML document says exactly what the JSON one does.
+func TestPlanYAMLMatchesJSON(t *testing.T) {
+	args := []string{"plan", "-f", deviceFile, "--keys", "../examples/device-events/keys.txt"}
+	js, _, c1 := run(t, "", append(args, "-o", "json")...)
+	ym, _, c2 := run(t, "", append(args, "-o", "yaml")...)
+	if c1 != 0 || c2 != 0 {
+		t.Fatal(c1, c2)
+	}
+	var fromJSON, fromYAML any
+	if err := json.Unmarshal([]byte(js), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(ym), &fromYAML); err != nil {
+		t.Fatalf("not YAML: %v", err)
+	}
+	b, err := json.Marshal(fromYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roundTrip any
+	json.Unmarshal(b, &roundTrip)
+	if !reflect.DeepEqual(fromJSON, roundTrip) {
+		t.Fatalf("YAML and JSON documents differ:\n%s\n%s", js, b)
+	}
+}
