@@ -224,6 +224,17 @@ func connectFlags() []cli.Flag {
 	}
 }
 
+// withoutServerEnv drops NATS_URL and NATS_CONTEXT from --server and
+// --context, for commands that only connect when asked on the command line.
+func withoutServerEnv(flags []cli.Flag) []cli.Flag {
+	for _, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && (sf.Name == "server" || sf.Name == "context") {
+			sf.EnvVars = nil
+		}
+	}
+	return flags
+}
+
 // connectOptions reads the connection flags.
 func connectOptions(c *cli.Context) connect.Options {
 	return connect.Options{

@@ -37,15 +37,18 @@ func planCommand(io *IO) *cli.Command {
 		outputFlag(planFormats...),
 		&cli.StringFlag{Name: "emit-dir", Usage: "write natscli-ready stream.json and <lane>.json files into `DIR`", Category: catOutput},
 	)
-	flags = append(flags, connectFlags()...)
+	// plan stays offline unless --server or --context is on the command
+	// line: NATS_URL in the environment alone does not make it connect.
+	flags = append(flags, withoutServerEnv(connectFlags())...)
 	return withUsageErrors(&cli.Command{
 		Name:      "plan",
 		Usage:     "compute the lane layout, key assignment, skew and definitions",
 		UsageText: "lanes plan [-f FILE] [design flags] [--keys FILE|-] [--key SUBJECT] [-o table|json|yaml|conf|nsc] [--emit-dir DIR] [--server URL]",
 		Description: `Plan a keyed-order design: the partition() mapping, the stream, and one
 serial lane (durable pull consumer, MaxAckPending=1) per partition.
-Nothing is sent to a server unless --server (or NATS_URL, --context) is given,
-in which case the plan is compared with the live state, as apply --dry-run.
+Nothing is sent to a server unless --server or --context is given on the
+command line (NATS_URL alone does not count), in which case the plan is
+compared with the live state, as apply --dry-run does.
 
 Examples:
    lanes plan --name orders --subject 'msgs.received_from.*' --partitions 8
