@@ -55,8 +55,8 @@ func TestPlanJSONFieldsForScripts(t *testing.T) {
 		t.Fatal(code)
 	}
 	var doc struct {
-		Mapping struct{ Source, Destination string }
-		Stream  map[string]any
+		Mapping   struct{ Source, Destination string }
+		Stream    map[string]any
 		Consumers []struct {
 			Durable       string            `json:"durable_name"`
 			Filter        string            `json:"filter_subject"`
