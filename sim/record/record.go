@@ -66,6 +66,7 @@ func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneO
 		w: w, strategy: strategy, versioned: versioned, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
 		doneAt:   make([]time.Duration, len(w.Messages)),
 		started:  make([]bool, len(w.Messages)),
+		execs:    make([]execState, 0, len(w.Messages)), // about one execution per message: no regrowth
 		running:  make([][]int32, keys),
 		maxBegun: make([]int32, keys),
 		applied:  make([]int32, keys),
