@@ -17,7 +17,7 @@ func sweepCase(t *testing.T, target model.Target, headroom float64, from, to int
 	t.Helper()
 	sc := model.SweepConfig{
 		From: from, To: to, Target: target, Headroom: headroom,
-		Base: model.Config{WorkersPerLane: 1, Lane: lane(30 * time.Second)},
+		Base:         model.Config{WorkersPerLane: 1, Lane: lane(30 * time.Second)},
 		KeyPartition: func(p int) ([]int, error) { return modulo(64, p), nil },
 		Workload: func(rate float64) (*workload.Workload, error) {
 			return roundRobin(t, 64, 20, workload.Spec{Rate: rate, Process: fixed(10 * ms), Seed: 1}), nil
