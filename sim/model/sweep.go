@@ -63,6 +63,11 @@ type Sweep struct {
 	// LoadRate is the arrival rate latencies were measured at (0: a backlog).
 	LoadRate    float64      `json:"load_rate"`
 	Points      []SweepPoint `json:"points"`
+	// The hottest key is one serial lane whatever the partition count:
+	// KeyCeiling = 1 / (its share x mean processing time) bounds capacity.
+	HottestKey      string  `json:"hottest_key"`
+	HottestKeyShare float64 `json:"hottest_key_share"`
+	KeyCeiling      float64 `json:"hottest_key_ceiling"`
 	Recommended int          `json:"recommended,omitempty"` // 0: none meets, or no target
 }
 
@@ -89,6 +94,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 	if err != nil {
 		return Sweep{}, err
 	}
+	out.HottestKey, out.HottestKeyShare, out.KeyCeiling = keyCeiling(drain)
 	loaded := drain
 	if out.LoadRate > 0 {
 		if loaded, err = sc.Workload(out.LoadRate); err != nil {
@@ -135,6 +141,23 @@ func sweepPoint(ctx context.Context, drain, loaded *workload.Workload, sc SweepC
 	return SweepPoint{Partitions: p, Capacity: capRes.Throughput, Throughput: res.Throughput,
 		LatencyP50ms: res.LatencyP50ms, LatencyP99ms: res.LatencyP99ms,
 		HottestLaneShare: res.HottestLaneShare, BusiestLaneUtil: busiest}, nil
+}
+
+func keyCeiling(w *workload.Workload) (string, float64, float64) {
+	counts := make([]int, len(w.Spec.Keys.Names))
+	hot := 0
+	for _, m := range w.Messages {
+		counts[m.Key]++
+		if counts[m.Key] > counts[hot] {
+			hot = m.Key
+		}
+	}
+	share := float64(counts[hot]) / float64(len(w.Messages))
+	ceiling := 0.0
+	if mean := w.Spec.Process.Average().Seconds(); mean > 0 {
+		ceiling = 1 / (share * mean)
+	}
+	return w.Spec.Keys.Names[hot], share, ceiling
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
