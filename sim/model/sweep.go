@@ -61,14 +61,14 @@ type Sweep struct {
 	TargetP99  float64 `json:"target_p99_ms,omitempty"`
 	Headroom   float64 `json:"headroom"`
 	// LoadRate is the arrival rate latencies were measured at (0: a backlog).
-	LoadRate    float64      `json:"load_rate"`
-	Points      []SweepPoint `json:"points"`
+	LoadRate float64      `json:"load_rate"`
+	Points   []SweepPoint `json:"points"`
 	// The hottest key is one serial lane whatever the partition count:
 	// KeyCeiling = 1 / (its share x mean processing time) bounds capacity.
 	HottestKey      string  `json:"hottest_key"`
 	HottestKeyShare float64 `json:"hottest_key_share"`
 	KeyCeiling      float64 `json:"hottest_key_ceiling"`
-	Recommended int          `json:"recommended,omitempty"` // 0: none meets, or no target
+	Recommended     int     `json:"recommended,omitempty"` // 0: none meets, or no target
 }
 
 // HasTarget reports whether a recommendation was asked for.
