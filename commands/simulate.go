@@ -527,21 +527,26 @@ func streamKeys(ctx context.Context, o SimulateOptions) (workload.Keys, error) {
 }
 
 func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[string]uint64, error) {
-	rctx, cancel := conn.Ctx(ctx)
+	gctx, release := conn.Guard(ctx) // a permissions violation fails at once
+	defer release()
+	rctx, cancel := conn.Ctx(gctx)
 	defer cancel()
+	fail := func(err error) error {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return usageErrorf("--from-stream %q: no such stream on %s", stream, conn.Server)
+		}
+		if ce := conn.Classify(rctx, err); ce.Kind != connect.KindOther {
+			return ce
+		}
+		return fmt.Errorf("--from-stream %q: reading its subject counts: %w", stream, err)
+	}
 	s, err := conn.JS.Stream(rctx, stream)
 	if err != nil {
-		if ce := conn.Classify(rctx, err); ce != nil {
-			return nil, ce
-		}
-		return nil, usageErrorf("--from-stream %q: %v", stream, err)
+		return nil, fail(err)
 	}
 	info, err := s.Info(rctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
-		if ce := conn.Classify(rctx, err); ce != nil {
-			return nil, ce
-		}
-		return nil, fmt.Errorf("--from-stream %q: reading subject counts: %w", stream, err)
+		return nil, fail(err)
 	}
 	return info.State.Subjects, nil
 }
