@@ -323,3 +323,29 @@ func TestStopsWhenCancelled(t *testing.T) {
 		t.Fatal("a cancelled run returned no error")
 	}
 }
+
+// BackOff sets the wait after each delivery: a message whose first two
+// attempts crash is delivered at 0, BackOff[0] and BackOff[0]+BackOff[1].
+func TestBackoffSpacesRedeliveries(t *testing.T) {
+	spec := workload.Spec{Keys: keys(1), Process: fixed(5 * ms), Crash: 0.5}
+	var w *workload.Workload
+	for seed := uint64(1); seed < 1000 && w == nil; seed++ {
+		spec.Seed = seed
+		c, _ := workload.Sequence(spec, []int{0})
+		_, c1 := c.Attempt(0, 1)
+		_, c2 := c.Attempt(0, 2)
+		_, c3 := c.Attempt(0, 3)
+		if c1 && c2 && !c3 {
+			w = c
+		}
+	}
+	if w == nil {
+		t.Fatal("no seed below 1000 crashes twice then succeeds")
+	}
+	l := lane(20 * ms)
+	l.BackOff = []time.Duration{20 * ms, 200 * ms}
+	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 1, WorkersPerLane: 1, KeyPartition: []int{0}, Lane: l})
+	if res.LatencyMaxms != 225 || res.Crashes != 2 || res.Redeliveries != 2 {
+		t.Fatalf("latency %.1fms crashes %d redeliveries %d, want 20ms+200ms+5ms = 225ms, 2, 2", res.LatencyMaxms, res.Crashes, res.Redeliveries)
+	}
+}
