@@ -204,6 +204,8 @@ func TestSimulateSweep(t *testing.T) {
 // The live runner is wired in by the lead; here a fake one checks what it
 // is asked and that its results are shown beside the model's.
 func TestSimulateLiveShowsModelBeside(t *testing.T) {
+	t.Setenv("NATS_URL", "") // no server named: the live runner is to embed one
+	t.Setenv("NATS_CONTEXT", "")
 	var got LiveRequest
 	defer func(f func(context.Context, LiveRequest) ([]record.Result, error)) { runLive = f }(runLive)
 	runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {

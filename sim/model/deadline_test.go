@@ -33,10 +33,10 @@ func TestDeadline(t *testing.T) {
 		{false, 30 * milli, false, 1030 * milli, false}, // the ack lands on the deadline: in time
 		{false, 40 * milli, false, 1030 * milli, true},  // slow: redelivered at the deadline
 		{false, 5 * milli, true, 1030 * milli, true},    // crashed: never acked
-		{true, 500 * milli, false, 0, false},         // in-progress every 10ms keeps it
+		{true, 500 * milli, false, 0, false},            // in-progress every 10ms keeps it
 		{true, 95 * milli, true, 1120 * milli, true},    // last +WPI at 90ms, then 30ms
 		{true, 90 * milli, true, 1110 * milli, true},    // a +WPI due at the crash instant is not sent
-		{true, 0, true, 1030 * milli, true},          // died at once
+		{true, 0, true, 1030 * milli, true},             // died at once
 	}
 	for _, c := range cases {
 		s.cfg.InProgress = c.inProgress
