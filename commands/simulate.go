@@ -593,6 +593,11 @@ type LiveRequest struct {
 	// the model does.
 	Workload   *workload.Workload
 	Strategies []string // in this order; results come back in the same order
+	// Configs are the model's configuration per strategy (same order):
+	// Configs[i].Shape() gives the consumers, workers each and
+	// MaxAckPending to create, and model.NewRecorder(Workload, Configs[i])
+	// the recorder to report to, exactly as the model runs them.
+	Configs []model.Config
 	// WorkersPerLane: every strategy gets Plan partitions x WorkersPerLane workers.
 	WorkersPerLane int
 	AckWait        time.Duration // Plan.Design.Lane.AckWait, spelled out
@@ -618,9 +623,16 @@ var runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error
 // liveResults runs the live simulation and puts the model's prediction
 // beside each live result.
 func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) ([]render.StrategyResult, error) {
+	parts, err := keyPartitions(o.Plan, w.Spec.Keys)
+	if err != nil {
+		return nil, err
+	}
 	req := LiveRequest{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
 		WorkersPerLane: o.Workers, AckWait: o.Plan.Design.Lane.AckWait.D(), InProgress: o.InProgress, Keep: o.Keep,
 		Progress: progressReporter(o.IO)}
+	for _, s := range o.Strategies {
+		req.Configs = append(req.Configs, modelConfig(o, s, o.Plan.Design.Partitions, parts))
+	}
 	live, err := runLive(ctx, req)
 	if o.IO.ErrTTY {
 		fmt.Fprintln(o.IO.Err) // end the progress line

@@ -222,7 +222,8 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	if got.ServerGiven || got.WorkersPerLane != 2 || !got.InProgress || !got.Keep || got.Plan.Design.Partitions != 8 ||
-		strings.Join(got.Strategies, ",") != "single,lanes" || got.AckWait != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 {
+		strings.Join(got.Strategies, ",") != "single,lanes" || got.AckWait != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 ||
+		len(got.Configs) != 2 || got.Configs[1].Shape().Consumers != 8 || got.Configs[0].Shape().WorkersEach != 16 {
 		t.Fatalf("live request %+v", got)
 	}
 	doc := simJSON(t, "--live")

@@ -148,39 +148,61 @@ type sim struct {
 	pinning   bool
 }
 
-func newSim(w *workload.Workload, cfg Config) *sim {
-	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages))}
-	total := cfg.Partitions * cfg.WorkersPerLane
-	switch cfg.Strategy {
+// Shape is how a strategy organises its workers into consumers. The live
+// run uses the same shape, so model and live compare like with like.
+type Shape struct {
+	Consumers     int  // one shared consumer, or one lane per partition
+	WorkersEach   int  // workers pulling from each consumer
+	MaxAckPending int  // per consumer
+	Pinned        bool // only the pinned worker of a consumer receives
+	Versioned     bool // the store drops stale versions
+}
+
+// Shape is the strategy's consumer layout for this configuration.
+func (c Config) Shape() Shape {
+	total := c.Partitions * c.WorkersPerLane
+	switch c.Strategy {
 	case Lanes:
-		parts := cfg.KeyPartition
-		laneOf := func(i int) int { return parts[w.Messages[i].Key] }
-		s.rec = record.New(w, cfg.Strategy, cfg.Partitions, cfg.WorkersPerLane, laneOf, false)
-		s.consumers = make([]consumer, cfg.Partitions)
-		for i := range s.consumers {
-			s.consumers[i] = consumer{lane: i, maxAckPending: cfg.Lane.MaxAckPending, pinned: -1}
-		}
-		for i, m := range w.Messages {
-			c := &s.consumers[parts[m.Key]]
-			c.msgs = append(c.msgs, int32(i))
-		}
-		s.pinning = cfg.Lane.Pinned
-		for i := range s.consumers {
-			s.addWorkers(i, cfg.WorkersPerLane)
-		}
-	default:
-		laneOf := func(int) int { return 0 }
-		mapSlots := 1
-		if cfg.Strategy != Single {
-			mapSlots = total
-		}
-		s.rec = record.New(w, cfg.Strategy, 1, total, laneOf, cfg.Strategy == Versioned)
+		return Shape{Consumers: c.Partitions, WorkersEach: c.WorkersPerLane, MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
+	case Single:
+		return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: 1}
+	}
+	return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: total, Versioned: c.Strategy == Versioned}
+}
+
+// NewRecorder makes the recorder a strategy's run reports to: lanes are
+// the consumers (one shared consumer is lane 0), as the model does it.
+func NewRecorder(w *workload.Workload, c Config) *record.Recorder {
+	sh := c.Shape()
+	laneOf := func(int) int { return 0 }
+	if c.Strategy == Lanes {
+		parts := c.KeyPartition
+		laneOf = func(i int) int { return parts[w.Messages[i].Key] }
+	}
+	return record.New(w, c.Strategy, sh.Consumers, sh.WorkersEach, laneOf, sh.Versioned)
+}
+
+func newSim(w *workload.Workload, cfg Config) *sim {
+	sh := cfg.Shape()
+	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages)), rec: NewRecorder(w, cfg), pinning: sh.Pinned}
+	s.consumers = make([]consumer, sh.Consumers)
+	for i := range s.consumers {
+		s.consumers[i] = consumer{lane: i, maxAckPending: sh.MaxAckPending, pinned: -1}
+	}
+	if sh.Consumers == 1 {
 		all := make([]int32, len(w.Messages))
 		for i := range all {
 			all[i] = int32(i)
 		}
-		s.consumers = []consumer{{lane: 0, msgs: all, maxAckPending: mapSlots, pinned: -1}}
-		s.addWorkers(0, total)
+		s.consumers[0].msgs = all
+	} else {
+		for i, m := range w.Messages {
+			c := &s.consumers[cfg.KeyPartition[m.Key]]
+			c.msgs = append(c.msgs, int32(i))
+		}
+	}
+	for i := range s.consumers {
+		s.addWorkers(i, sh.WorkersEach)
 	}
 	return s
 }
