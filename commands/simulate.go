@@ -166,7 +166,7 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if o.SweepFrom > 0 && d.Destination != "" {
 		return o, usageErrorf("--sweep varies the partition count, but the design adopts a fixed destination %q", d.Destination)
 	}
-	if o.Plan, err = loadPlanFrom(d, io); err != nil {
+	if o.Plan, err = planWithWarnings(d, io); err != nil {
 		return o, err
 	}
 	o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory)
@@ -267,8 +267,8 @@ func parseStrategies(s string, seed bool) ([]string, error) {
 	return out, nil
 }
 
-// loadPlanFrom plans a design read by readDesign; warnings go to stderr.
-func loadPlanFrom(d planner.Design, io *IO) (*planner.Plan, error) {
+// planWithWarnings plans a design read by readDesign; warnings go to stderr.
+func planWithWarnings(d planner.Design, io *IO) (*planner.Plan, error) {
 	p, err := planner.New(d)
 	if err != nil {
 		return nil, err
@@ -296,7 +296,7 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 		return runSweep(ctx, o, spec, info)
 	}
 	sim := render.Simulation{Mode: "model", Design: o.Plan.Design.Name, Subject: o.Plan.Design.Subject,
-		Partitions: o.Plan.Design.Partitions, WorkersPerLane: o.Workers, Workload: info, LaneNames: laneNames(o.Plan)}
+		Partitions: o.Plan.Design.Partitions, WorkersPerLane: o.Workers, Workload: info, LaneNames: simLaneNames(o.Plan)}
 	predictions, err := modelResults(ctx, o, w)
 	if err != nil {
 		return err
@@ -367,7 +367,7 @@ func keyPartitions(p *planner.Plan, keys workload.Keys) ([]int, error) {
 	return out, nil
 }
 
-func laneNames(p *planner.Plan) []string {
+func simLaneNames(p *planner.Plan) []string {
 	out := make([]string, len(p.Lanes))
 	for i, l := range p.Lanes {
 		out[i] = l.Name
@@ -629,7 +629,7 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 	}
 	req := LiveRequest{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
 		WorkersPerLane: o.Workers, AckWait: o.Plan.Design.Lane.AckWait.D(), InProgress: o.InProgress, Keep: o.Keep,
-		Progress: progressReporter(o.IO)}
+		Progress: liveProgress(o.IO)}
 	for _, s := range o.Strategies {
 		req.Configs = append(req.Configs, modelConfig(o, s, o.Plan.Design.Partitions, parts))
 	}
@@ -650,9 +650,9 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 	return out, err
 }
 
-// progressReporter draws one progress line on stderr when it is a
+// liveProgress draws one progress line on stderr when it is a
 // terminal, redrawn at most once per percent.
-func progressReporter(io *IO) func(strategy string, done, total int) {
+func liveProgress(io *IO) func(strategy string, done, total int) {
 	if !io.ErrTTY {
 		return func(string, int, int) {}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/lanes-dev/lanes/sim/record"
 )
 
-func lanes(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func simMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = Main(append([]string{"lanes"}, args...), strings.NewReader(""), &out, &errb)
@@ -35,7 +35,7 @@ type simDoc struct {
 
 func simJSON(t *testing.T, args ...string) simDoc {
 	t.Helper()
-	code, out, errs := lanes(t, append([]string{"simulate", "-o", "json"}, args...)...)
+	code, out, errs := simMain(t, append([]string{"simulate", "-o", "json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -46,7 +46,7 @@ func simJSON(t *testing.T, args ...string) simDoc {
 	return doc
 }
 
-func num(t *testing.T, r map[string]any, field string) float64 {
+func simNum(t *testing.T, r map[string]any, field string) float64 {
 	t.Helper()
 	v, ok := r[field].(float64)
 	if !ok {
@@ -56,7 +56,7 @@ func num(t *testing.T, r map[string]any, field string) float64 {
 }
 
 func TestSimulateSeedStoryTable(t *testing.T) {
-	code, out, errs := lanes(t, "simulate")
+	code, out, errs := simMain(t, "simulate")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -83,13 +83,13 @@ func TestSimulateSeedStoryJSON(t *testing.T) {
 		}
 	}
 	single, lanesRes := doc.Results[0], doc.Results[1]
-	if single["strategy"] != "single" || lanesRes["strategy"] != "lanes" || num(t, lanesRes, "partitions") != 8 {
+	if single["strategy"] != "single" || lanesRes["strategy"] != "lanes" || simNum(t, lanesRes, "partitions") != 8 {
 		t.Fatalf("results %v %v", single["strategy"], lanesRes["strategy"])
 	}
-	if ratio := num(t, lanesRes, "throughput") / num(t, single, "throughput"); ratio < 2.5 || ratio > 3 {
+	if ratio := simNum(t, lanesRes, "throughput") / simNum(t, single, "throughput"); ratio < 2.5 || ratio > 3 {
 		t.Fatalf("lanes / single throughput %.2f: three keys in three lanes should give nearly 3x", ratio)
 	}
-	if num(t, lanesRes, "order_violations") != 0 || num(t, single, "order_violations") != 0 {
+	if simNum(t, lanesRes, "order_violations") != 0 || simNum(t, single, "order_violations") != 0 {
 		t.Fatal("per-key order must hold for single and lanes")
 	}
 }
@@ -105,14 +105,14 @@ func TestSimulateComparesStrategiesDeterministically(t *testing.T) {
 	for _, r := range doc.Results {
 		byName[r["strategy"].(string)] = r
 	}
-	if num(t, byName["lanes"], "order_violations") != 0 || num(t, byName["unordered"], "order_violations") == 0 {
+	if simNum(t, byName["lanes"], "order_violations") != 0 || simNum(t, byName["unordered"], "order_violations") == 0 {
 		t.Fatal("lanes must keep order and unordered must not")
 	}
-	if num(t, byName["lanes"], "crashes") == 0 || num(t, byName["lanes"], "unfinished") != 0 {
+	if simNum(t, byName["lanes"], "crashes") == 0 || simNum(t, byName["lanes"], "unfinished") != 0 {
 		t.Fatal("crashes must be redelivered, none lost")
 	}
-	_, a, _ := lanes(t, append([]string{"simulate", "-o", "json"}, args...)...)
-	_, b, _ := lanes(t, append([]string{"simulate", "-o", "json"}, args...)...)
+	_, a, _ := simMain(t, append([]string{"simulate", "-o", "json"}, args...)...)
+	_, b, _ := simMain(t, append([]string{"simulate", "-o", "json"}, args...)...)
 	if a != b {
 		t.Fatal("the same flags gave different results")
 	}
@@ -149,7 +149,7 @@ func TestSimulateUsageErrors(t *testing.T) {
 		"no arguments":            {"extra"},
 	}
 	for want, args := range cases {
-		code, out, errs := lanes(t, append([]string{"simulate"}, args...)...)
+		code, out, errs := simMain(t, append([]string{"simulate"}, args...)...)
 		if code != ExitUsage || out != "" || !strings.Contains(errs, want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming %s", args, code, out, errs, want)
 		}
@@ -161,7 +161,7 @@ func TestSimulateKeysFromFile(t *testing.T) {
 	os.WriteFile(path, []byte("# user counts\nalice 90\nmsgs.received_from.bob 5\ncarol 5\n"), 0o644)
 	doc := simJSON(t, "--keys", "file:"+path, "--strategy", "lanes")
 	r := doc.Results[0]
-	if doc.Workload.Keys != 3 || r["hottest_key"] != "alice" || num(t, r, "hottest_key_share") < 0.8 {
+	if doc.Workload.Keys != 3 || r["hottest_key"] != "alice" || simNum(t, r, "hottest_key_share") < 0.8 {
 		t.Fatalf("keys %d, hottest %v at %v; want alice with about 90%%", doc.Workload.Keys, r["hottest_key"], r["hottest_key_share"])
 	}
 }
@@ -176,14 +176,14 @@ func TestSimulateMultiTokenKeys(t *testing.T) {
 func TestSimulateSweep(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "sweep.svg")
 	args := []string{"simulate", "--keys", "uniform:64", "--messages", "2000", "--process-time", "10ms", "--sweep", "1..12", "--target-rate", "300", "--plot", plot}
-	code, out, errs := lanes(t, args...)
+	code, out, errs := simMain(t, args...)
 	if code != 0 || !strings.Contains(out, "Recommended: ") || !strings.Contains(errs, "wrote the sweep chart") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	if b, err := os.ReadFile(plot); err != nil || !bytes.Contains(b, []byte("<svg")) {
 		t.Fatalf("plot not written: %v", err)
 	}
-	code, out, _ = lanes(t, append(args[:len(args)-2], "-o", "json")...)
+	code, out, _ = simMain(t, append(args[:len(args)-2], "-o", "json")...)
 	var doc struct {
 		Sweep struct {
 			Recommended int `json:"recommended"`
@@ -217,7 +217,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		}
 		return out, nil
 	}
-	code, out, errs := lanes(t, "simulate", "--live", "--workers", "2", "--in-progress", "--keep")
+	code, out, errs := simMain(t, "simulate", "--live", "--workers", "2", "--in-progress", "--keep")
 	if code != 0 || !strings.Contains(out, "(model)") || !strings.Contains(out, "42.0/s") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -228,7 +228,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 	}
 	doc := simJSON(t, "--live")
 	m, ok := doc.Results[1]["model"].(map[string]any)
-	if doc.Mode != "live" || !ok || num(t, doc.Results[1], "throughput") != 42 || m["throughput"].(float64) < 250 {
+	if doc.Mode != "live" || !ok || simNum(t, doc.Results[1], "throughput") != 42 || m["throughput"].(float64) < 250 {
 		t.Fatalf("live JSON: %+v", doc)
 	}
 }
@@ -239,14 +239,14 @@ func TestSimulateLiveInterruptedStillReports(t *testing.T) {
 	runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {
 		return []record.Result{{Strategy: "single", Messages: 1000, Completed: 400, Throughput: 99}}, context.Canceled
 	}
-	code, out, _ := lanes(t, "simulate", "--live")
+	code, out, _ := simMain(t, "simulate", "--live")
 	if code != ExitInterrupted || !strings.Contains(out, "99.0/s") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
 
 func TestSimulateLiveNotWired(t *testing.T) {
-	code, out, errs := lanes(t, "simulate", "--live")
+	code, out, errs := simMain(t, "simulate", "--live")
 	if code != ExitError || out != "" || !strings.Contains(errs, "sim/live") {
 		t.Fatalf("exit %d, %q, %q", code, out, errs)
 	}
@@ -278,7 +278,7 @@ func TestSimulateFromStream(t *testing.T) {
 	if doc.Workload.Keys != 3 || doc.Workload.KeysFrom != "stream ORDERS" || doc.Results[0]["hottest_key"] != "alice" {
 		t.Fatalf("from stream: %+v", doc)
 	}
-	code, _, errs := lanes(t, "simulate", "--from-stream", "NOPE", "--server", srv.URL())
+	code, _, errs := simMain(t, "simulate", "--from-stream", "NOPE", "--server", srv.URL())
 	if code == 0 || !strings.Contains(errs, "NOPE") {
 		t.Fatalf("missing stream: exit %d %s", code, errs)
 	}

@@ -79,7 +79,7 @@ func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, s.Heading.Render("Verdict"))
-	for _, v := range Verdicts(sim.Results) {
+	for _, v := range SimulationVerdicts(sim.Results) {
 		fmt.Fprintln(w, "  "+v)
 	}
 	return nil
@@ -128,7 +128,7 @@ func speedTable(w io.Writer, sim Simulation) error {
 	t := newTable(w, "STRATEGY", "THROUGHPUT", "P50", "P99", "MAX", "DRAIN", "HOTTEST LANE", "HOTTEST KEY")
 	for _, r := range sim.Results {
 		if err := t.Append([]string{r.Strategy, simRate(r.Throughput), simMs(r.LatencyP50ms), simMs(r.LatencyP99ms),
-			simMs(r.LatencyMaxms), simMs(r.DrainSeconds * 1000), hottestLane(r.Result, sim.LaneNames),
+			simMs(r.LatencyMaxms), simMs(r.DrainSeconds * 1000), simHottestLane(r.Result, sim.LaneNames),
 			fmt.Sprintf("%s (%s)", r.HottestKey, simPct(r.HottestKeyShare))}); err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func correctnessTable(w io.Writer, results []StrategyResult) error {
 	t := newTable(w, "STRATEGY", "ORDER VIOLATIONS", "DUPLICATES", "REDELIVERIES", "CRASHES", "UNFINISHED", "FINAL STATE")
 	for _, r := range results {
 		if err := t.Append([]string{r.Strategy, strconv.Itoa(r.OrderViolations), strconv.Itoa(r.Duplicates),
-			strconv.Itoa(r.Redeliveries), strconv.Itoa(r.Crashes), strconv.Itoa(r.Unfinished), finalState(r.Result)}); err != nil {
+			strconv.Itoa(r.Redeliveries), strconv.Itoa(r.Crashes), strconv.Itoa(r.Unfinished), simFinalState(r.Result)}); err != nil {
 			return err
 		}
 	}
@@ -169,7 +169,7 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 		{"duplicates", func(r record.Result) string { return strconv.Itoa(r.Duplicates) }},
 		{"redeliveries", func(r record.Result) string { return strconv.Itoa(r.Redeliveries) }},
 		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
-		{"final state", finalState},
+		{"final state", simFinalState},
 		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
 	}
 	for _, row := range rows {
@@ -188,17 +188,17 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 	return t.Render()
 }
 
-// maxLaneRows bounds the per-lane table; beyond it the busiest lanes show.
-const maxLaneRows = 32
+// simMaxLaneRows bounds the per-lane table; beyond it the busiest lanes show.
+const simMaxLaneRows = 32
 
 func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error {
 	fmt.Fprintln(w, s.Heading.Render("Lanes: utilization and peak backlog"))
 	lanes := slices.Clone(r.Lanes)
 	hidden := 0
-	if len(lanes) > maxLaneRows {
+	if len(lanes) > simMaxLaneRows {
 		slices.SortStableFunc(lanes, func(a, b record.LaneResult) int { return b.Messages - a.Messages })
-		hidden = len(lanes) - maxLaneRows/2
-		lanes = lanes[:maxLaneRows/2]
+		hidden = len(lanes) - simMaxLaneRows/2
+		lanes = lanes[:simMaxLaneRows/2]
 		slices.SortFunc(lanes, func(a, b record.LaneResult) int { return a.Lane - b.Lane })
 	}
 	peak, total := 0, 0
@@ -210,7 +210,7 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 	t := newTable(w, "LANE", "MESSAGES", "UTILIZATION", "", "PEAK BACKLOG", "")
 	for _, l := range lanes {
 		hot := float64(l.Messages) > 1.5*mean
-		if err := t.Append([]string{laneName(l.Lane, names), strconv.Itoa(l.Messages),
+		if err := t.Append([]string{simLaneName(l.Lane, names), strconv.Itoa(l.Messages),
 			simPct(l.Utilization), s.Bar(l.Utilization, 1, 20, hot || l.Utilization > 0.9),
 			strconv.Itoa(l.PeakBacklog), s.Bar(float64(l.PeakBacklog), float64(peak), 20, hot)}); err != nil {
 			return err
@@ -225,9 +225,9 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 	return nil
 }
 
-// Verdicts are one plain sentence per strategy, compared with single (or
+// SimulationVerdicts are one plain sentence per strategy, compared with single (or
 // the first strategy when single did not run).
-func Verdicts(results []StrategyResult) []string {
+func SimulationVerdicts(results []StrategyResult) []string {
 	if len(results) == 0 {
 		return nil
 	}
@@ -251,8 +251,8 @@ func Verdicts(results []StrategyResult) []string {
 				parts = append(parts, fmt.Sprintf("%.1fx the throughput of %s", ratio, base.Strategy))
 			}
 		}
-		parts = append(parts, correctness(r.Result)...)
-		if used := lanesUsed(r.Result); r.Strategy == model.Lanes && used < len(r.Lanes) {
+		parts = append(parts, simCorrectness(r.Result)...)
+		if used := simLanesUsed(r.Result); r.Strategy == model.Lanes && used < len(r.Lanes) {
 			parts = append(parts, fmt.Sprintf("only %d of %d lanes carry keys (a key never spreads over lanes)", used, len(r.Lanes)))
 		}
 		out = append(out, r.Strategy+": "+strings.Join(parts, "; "))
@@ -260,7 +260,7 @@ func Verdicts(results []StrategyResult) []string {
 	return out
 }
 
-func lanesUsed(r record.Result) int {
+func simLanesUsed(r record.Result) int {
 	n := 0
 	for _, l := range r.Lanes {
 		if l.Messages > 0 {
@@ -270,7 +270,7 @@ func lanesUsed(r record.Result) int {
 	return n
 }
 
-func correctness(r record.Result) []string {
+func simCorrectness(r record.Result) []string {
 	var parts []string
 	if r.OrderViolations == 0 {
 		parts = append(parts, "per-key order held")
@@ -292,21 +292,21 @@ func correctness(r record.Result) []string {
 	return parts
 }
 
-func finalState(r record.Result) string {
+func simFinalState(r record.Result) string {
 	if r.FinalStateCorrect {
 		return "right"
 	}
 	return "wrong"
 }
 
-func hottestLane(r record.Result, names []string) string {
+func simHottestLane(r record.Result, names []string) string {
 	if r.Strategy != model.Lanes {
 		return "(one shared consumer)"
 	}
-	return fmt.Sprintf("%s (%s)", laneName(r.HottestLane, names), simPct(r.HottestLaneShare))
+	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), simPct(r.HottestLaneShare))
 }
 
-func laneName(i int, names []string) string {
+func simLaneName(i int, names []string) string {
 	if i >= 0 && i < len(names) {
 		return names[i]
 	}

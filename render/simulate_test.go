@@ -22,7 +22,7 @@ func init() {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
+func simGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if flag.Lookup("update").Value.String() == "true" {
@@ -42,7 +42,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func lanes(counts ...int) []record.LaneResult {
+func simLanes(counts ...int) []record.LaneResult {
 	out := make([]record.LaneResult, len(counts))
 	for i, n := range counts {
 		out[i] = record.LaneResult{Lane: i, Messages: n, Utilization: float64(n) / 350, PeakBacklog: n}
@@ -53,13 +53,13 @@ func lanes(counts ...int) []record.LaneResult {
 func seedSimulation() render.Simulation {
 	single := record.Result{Strategy: "single", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 100,
 		LatencyP50ms: 5000, LatencyP99ms: 9900, LatencyMaxms: 10000, DrainSeconds: 10, Executions: 1000, FinalStateCorrect: true,
-		HottestLane: 0, HottestLaneShare: 1, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: lanes(1000)}
+		HottestLane: 0, HottestLaneShare: 1, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(1000)}
 	lanesRes := record.Result{Strategy: "lanes", Partitions: 8, WorkersPerLane: 1, Messages: 1000, Completed: 1000, Throughput: 285.71,
 		LatencyP50ms: 1670, LatencyP99ms: 3400, LatencyMaxms: 3500, DrainSeconds: 3.5, Executions: 1000, FinalStateCorrect: true,
-		HottestLane: 2, HottestLaneShare: 0.35, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: lanes(0, 0, 350, 0, 324, 0, 0, 326)}
+		HottestLane: 2, HottestLaneShare: 0.35, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(0, 0, 350, 0, 324, 0, 0, 326)}
 	unordered := record.Result{Strategy: "unordered", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 790.2,
 		LatencyP50ms: 630.5, LatencyP99ms: 1250, LatencyMaxms: 1262.3, DrainSeconds: 1.2623, OrderViolations: 912, Duplicates: 3,
-		Executions: 1020, Redeliveries: 20, Crashes: 17, FinalStateCorrect: false, HottestKey: "carol", HottestKeyShare: 0.35, HottestLaneShare: 1, Lanes: lanes(1000)}
+		Executions: 1020, Redeliveries: 20, Crashes: 17, FinalStateCorrect: false, HottestKey: "carol", HottestKeyShare: 0.35, HottestLaneShare: 1, Lanes: simLanes(1000)}
 	versioned := unordered
 	versioned.Strategy, versioned.FinalStateCorrect, versioned.StaleDropped, versioned.Unfinished = "versioned", true, 119, 2
 	return render.Simulation{Mode: "model", Design: "orders", Subject: "msgs.received_from.*", Partitions: 8, WorkersPerLane: 1,
@@ -74,7 +74,7 @@ func TestSimulationTableGolden(t *testing.T) {
 	if err := render.SimulationTable(&b, render.PlainStyles(), seedSimulation()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "simulate.golden", b.Bytes())
+	simGolden(t, "simulate.golden", b.Bytes())
 }
 
 // A live run shows each figure beside the model's prediction.
@@ -92,7 +92,7 @@ func TestLiveSimulationTableGolden(t *testing.T) {
 	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "simulate_live.golden", b.Bytes())
+	simGolden(t, "simulate_live.golden", b.Bytes())
 
 	b.Reset()
 	if err := render.JSON(&b, sim); err != nil {
@@ -118,7 +118,7 @@ func TestManyLanesShowTheBusiest(t *testing.T) {
 		counts[i] = 10 + i%7
 	}
 	counts[40] = 300
-	sim.Results = []render.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: lanes(counts...), FinalStateCorrect: true}}}
+	sim.Results = []render.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
 	sim.LaneNames = nil
 	var b bytes.Buffer
 	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
@@ -130,7 +130,7 @@ func TestManyLanesShowTheBusiest(t *testing.T) {
 	}
 }
 
-func sweep() model.Sweep {
+func simSweep() model.Sweep {
 	sw := model.Sweep{From: 10, To: 16, TargetRate: 1000, TargetP99: 10, Headroom: 0.25, LoadRate: 1250, Recommended: 16,
 		HottestKey: "k0", HottestKeyShare: 1.0 / 64, KeyCeiling: 6400}
 	caps := []float64{914.3, 1066.7, 1066.7, 1280, 1280, 1280, 1600}
@@ -144,14 +144,14 @@ func sweep() model.Sweep {
 
 func TestSweepTableGolden(t *testing.T) {
 	var b bytes.Buffer
-	if err := render.SweepTable(&b, render.PlainStyles(), sweep()); err != nil {
+	if err := render.SweepTable(&b, render.PlainStyles(), simSweep()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "simulate_sweep.golden", b.Bytes())
+	simGolden(t, "simulate_sweep.golden", b.Bytes())
 }
 
 func TestSweepVerdicts(t *testing.T) {
-	sw := sweep()
+	sw := simSweep()
 	sw.Recommended = 0
 	sw.KeyCeiling = 800
 	if v := render.SweepVerdict(sw); !strings.Contains(v, "More partitions cannot help") || !strings.Contains(v, "k0") {
@@ -166,7 +166,7 @@ func TestSweepVerdicts(t *testing.T) {
 func TestSweepPlot(t *testing.T) {
 	for _, format := range render.PlotFormats {
 		var b bytes.Buffer
-		if err := render.SweepPlot(&b, format, sweep()); err != nil {
+		if err := render.SweepPlot(&b, format, simSweep()); err != nil {
 			t.Fatal(err)
 		}
 		head := b.String()[:min(200, b.Len())]
@@ -174,7 +174,7 @@ func TestSweepPlot(t *testing.T) {
 			t.Fatalf("%s plot starts %q", format, head[:min(20, len(head))])
 		}
 	}
-	if err := render.SweepPlot(&bytes.Buffer{}, "gif", sweep()); err == nil {
+	if err := render.SweepPlot(&bytes.Buffer{}, "gif", simSweep()); err == nil {
 		t.Fatal("gif accepted")
 	}
 }
