@@ -47,14 +47,17 @@ type LiveRequest struct {
 	Progress func(strategy string, done, total int)
 }
 
-// runLive runs the live simulation. TODO(lead): wire sim/live in here,
-// e.g. `runLive = live.Run` with
+// runLive runs the live simulation. TODO(lead): wire sim/live in here.
+// sim/live cannot import commands (commands imports it), so it takes its
+// own request with these fields, converted in an init of this package:
 //
-//	func Run(ctx context.Context, req commands.LiveRequest) ([]record.Result, error)
+//	runLive = func(ctx context.Context, r LiveRequest) ([]record.Result, error) {
+//		return live.Run(ctx, live.Request{Conn: r.Conn, Embedded: !r.ServerGiven, Plan: r.Plan, ...})
+//	}
 //
-// (or a live.Request with the same fields, converted here, so sim/live does
-// not import commands). On Ctrl-C it should return the results so far with
-// ctx.Err(): simulate still prints them and exits 130.
+// On Ctrl-C it should return the results so far with ctx.Err(): simulate
+// still prints them beside the model and exits 130. The inspect lane table
+// after a live run is not printed here yet.
 var runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {
 	return nil, errors.New("--live is not available in this build: the live runner (sim/live) is not wired in yet")
 }
