@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Placeholders replaced by the apply, inspect and simulate work.
+// Placeholders replaced by the apply and inspect work.
 
 func applyCommand(io *IO) *cli.Command {
 	return &cli.Command{Name: "apply", Usage: "converge a server to the plan (not built yet)",
@@ -17,11 +17,6 @@ func applyCommand(io *IO) *cli.Command {
 func inspectCommand(io *IO) *cli.Command {
 	return &cli.Command{Name: "inspect", Usage: "per-lane health (not built yet)",
 		Action: func(*cli.Context) error { return errors.New("inspect is not built yet") }}
-}
-
-func simulateCommand(io *IO) *cli.Command {
-	return &cli.Command{Name: "simulate", Usage: "predict and prove a design (not built yet)",
-		Action: func(*cli.Context) error { return errors.New("simulate is not built yet") }}
 }
 
 func runPlanDiff(ctx context.Context, o PlanOptions) error {

@@ -50,8 +50,10 @@ type Recorder struct {
 	maxBegun   []int32         // per key: highest message index begun, -1 none
 	applied    []int32         // per key: message whose effect the store holds, -1 none
 	busy       []time.Duration // per lane
+	started    []bool          // per message: begun at least once
 	violations int
 	duplicates int
+	redelivers int
 	crashes    int
 	stale      int
 }
@@ -63,6 +65,8 @@ func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneO
 	r := &Recorder{
 		w: w, strategy: strategy, versioned: versioned, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
 		doneAt:   make([]time.Duration, len(w.Messages)),
+		started:  make([]bool, len(w.Messages)),
+		execs:    make([]execState, 0, len(w.Messages)), // about one execution per message: no regrowth
 		running:  make([][]int32, keys),
 		maxBegun: make([]int32, keys),
 		applied:  make([]int32, keys),
@@ -100,6 +104,10 @@ func (r *Recorder) Begin(msg, lane int, at time.Duration) Exec {
 	if violation {
 		r.violations++
 	}
+	if r.started[msg] {
+		r.redelivers++
+	}
+	r.started[msg] = true
 	r.maxBegun[k] = max(r.maxBegun[k], int32(msg))
 	r.running[k] = append(r.running[k], int32(msg))
 	r.execs = append(r.execs, execState{msg: int32(msg), lane: int32(lane), begin: at, open: true})
@@ -156,6 +164,8 @@ type Result struct {
 	OrderViolations   int          `json:"order_violations"`
 	Duplicates        int          `json:"duplicates"`
 	Executions        int          `json:"executions"`
+	Redeliveries      int          `json:"redeliveries"` // executions beyond each message's first
+	Unfinished        int          `json:"unfinished"`   // never completed: dropped by max deliver, or the run stopped
 	Crashes           int          `json:"crashes"`
 	StaleDropped      int          `json:"stale_updates_dropped"`
 	FinalStateCorrect bool         `json:"final_state_correct"`
@@ -180,7 +190,8 @@ func (r *Recorder) Result() Result {
 	defer r.mu.Unlock()
 	msgs := r.w.Messages
 	res := Result{Strategy: r.strategy, Partitions: r.lanes, WorkersPerLane: r.workers, Messages: len(msgs),
-		OrderViolations: r.violations, Duplicates: r.duplicates, Executions: len(r.execs), Crashes: r.crashes, StaleDropped: r.stale}
+		OrderViolations: r.violations, Duplicates: r.duplicates, Executions: len(r.execs), Redeliveries: r.redelivers,
+		Crashes: r.crashes, StaleDropped: r.stale}
 
 	var lat []time.Duration
 	var end time.Duration
@@ -195,6 +206,7 @@ func (r *Recorder) Result() Result {
 		}
 	}
 	res.Completed = len(lat)
+	res.Unfinished = len(msgs) - res.Completed
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		res.LatencyP50ms = ms(percentile(lat, 0.50))

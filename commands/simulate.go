@@ -1,0 +1,446 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/render"
+	"github.com/lanes-dev/lanes/sim/model"
+	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+var simulateFormats = []string{"table", "json"}
+
+// The seed story: what lanes simulate runs with no arguments.
+var (
+	seedKeys       = []string{"alice", "bob", "carol"}
+	seedStrategies = []string{model.Single, model.Lanes}
+)
+
+const (
+	defaultMessages = 1000
+	defaultKeys     = "uniform:100"
+	defaultProcess  = "10ms"
+	catWorkload     = "Workload"
+	catStrategy     = "Strategies and workers"
+	catSweep        = "Sweep (model only)"
+	catLive         = "Live run"
+)
+
+// SimulateOptions is everything lanes simulate needs, validated.
+type SimulateOptions struct {
+	IO   *IO
+	Plan *planner.Plan
+	// SeedStory: no design and no keys were given: the seed design, its
+	// keys (alice, bob, carol) and single versus lanes.
+	SeedStory  bool
+	Strategies []string
+	// Keys is uniform:K, zipf:K:S or file:PATH; empty means the default
+	// (the seed's keys, or uniform:100), unless FromStream is set.
+	Keys       string
+	FromStream string
+	Messages   int
+	Rate       float64 // per second, 0 = all at once
+	Process    workload.Process
+	Workers    int // per lane
+	Crash      float64
+	InProgress bool
+	Seed       uint64
+	SweepFrom  int // 0: no sweep
+	SweepTo    int
+	Target     model.Target
+	PlotPath   string
+	PlotFormat string
+	Live       bool
+	Keep       bool
+	Conn       connect.Options
+	Output     string
+}
+
+func simulateCommand(io *IO) *cli.Command {
+	flags := append(designFlagList(),
+		&cli.StringFlag{Name: "strategy", Usage: "strategies to compare, a `LIST` of single, lanes, unordered, versioned (default: all four; single,lanes for the seed story)", Category: catStrategy},
+		&cli.IntFlag{Name: "workers", Value: 1, Usage: "workers per lane `N`; every strategy gets partitions x N workers", Category: catStrategy},
+		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered", Category: catStrategy},
+		&cli.StringFlag{Name: "keys", Usage: "key distribution `SPEC`: uniform:K, zipf:K:S, or file:PATH (one subject or bare key per line, optional count)", Category: catWorkload},
+		&cli.StringFlag{Name: "from-stream", Usage: "take the keys and their weights from the per-subject message counts of stream `NAME` (needs a server)", Category: catWorkload},
+		&cli.IntFlag{Name: "messages", Value: defaultMessages, Usage: "messages to publish `N`", Category: catWorkload},
+		&cli.Float64Flag{Name: "rate", Usage: "publish rate, messages `PER_SECOND`; 0 publishes everything at once (a backlog)", Category: catWorkload},
+		&cli.StringFlag{Name: "process-time", Value: defaultProcess, Usage: "processing time `DIST`: 10ms (fixed), exp:10ms (exponential mean), lognormal:P50:P99", Category: catWorkload},
+		&cli.Float64Flag{Name: "crash", Usage: "probability `P` that a worker dies in the middle of a message (it is replaced at once)", Category: catWorkload},
+		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed `N`: the same seed gives the same workload and the same result", Category: catWorkload},
+		&cli.StringFlag{Name: "sweep", Usage: "try partition counts `A..B` (lanes strategy) and recommend one", Category: catSweep},
+		&cli.Float64Flag{Name: "target-rate", Usage: "sweep target: messages `PER_SECOND` to sustain", Category: catSweep},
+		&cli.DurationFlag{Name: "target-p99", Usage: "sweep target: end-to-end p99 latency `D`", Category: catSweep},
+		&cli.StringFlag{Name: "plot", Usage: "write the sweep chart to `FILE` (.png or .svg)", Category: catSweep},
+		&cli.BoolFlag{Name: "live", Usage: "run on a real server too (the connection flags', or an embedded one) and show it beside the model", Category: catLive},
+		&cli.BoolFlag{Name: "keep", Usage: "with --live: keep the stream and lanes it created", Category: catLive},
+		outputFlag(simulateFormats...),
+	)
+	flags = append(flags, connectFlags()...)
+	return withUsageErrors(&cli.Command{
+		Name:  "simulate",
+		Usage: "predict a design's throughput, latency and order, then prove it live",
+		UsageText: "lanes simulate [design flags | -f FILE] [--strategy LIST] [--keys uniform:K|zipf:K:S|file:PATH] [--from-stream NAME]\n" +
+			"   [--messages N] [--rate R] [--process-time D|exp:D|lognormal:P50:P99] [--ack-wait D] [--workers N] [--crash P]\n" +
+			"   [--in-progress] [--seed N] [--sweep A..B --target-rate R --target-p99 D --plot FILE] [--live [--keep]] [-o table|json]",
+		Description: `Run the same workload through several ways of consuming it and compare
+throughput, latency, per-key order, duplicates and final state:
+
+   single     one shared consumer, MaxAckPending=1 (serial: order, no speed)
+   lanes      the design: one serial lane per partition
+   unordered  one shared consumer, MaxAckPending = all workers (fast, unordered)
+   versioned  unordered into a version-checked store (final state right)
+
+Every strategy gets the same workers: partitions x --workers. The model is a
+deterministic discrete-event simulation of JetStream pull consumers (ack
+wait, late acks, redelivery, max deliver, in-progress acks, backoff, pinned
+workers); --live runs it on a real server and shows both.
+With no arguments: the seed story (alice, bob and carol; single vs 8 lanes).
+
+Examples:
+   lanes simulate
+   lanes simulate -f lanes.yaml --keys zipf:10000:1.1 --rate 2000 --process-time lognormal:5ms:80ms
+   lanes simulate --partitions 16 --workers 2 --ack-wait 50ms --process-time 80ms          # duplicates
+   lanes simulate --partitions 16 --workers 2 --ack-wait 50ms --process-time 80ms --in-progress
+   lanes simulate -f lanes.yaml --keys file:keys.txt --sweep 1..64 --target-rate 5000 --target-p99 200ms --plot sweep.png
+   lanes simulate -f lanes.yaml --from-stream ORDERS --server nats://host:4222
+   lanes simulate --live                                                                   # embedded server
+   lanes simulate -o json | jq '.results[] | {strategy, throughput, order_violations}'`,
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			opts, err := simulateOptions(c, io)
+			if err != nil {
+				return err
+			}
+			return runSimulate(c.Context, opts)
+		},
+	})
+}
+
+// simulateOptions turns flags into validated options: every bad value is a
+// usage error (exit 2) that names its flag.
+func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
+	if c.NArg() > 0 {
+		return SimulateOptions{}, usageErrorf("simulate takes no arguments (got %q); see lanes simulate --help", c.Args().First())
+	}
+	o := SimulateOptions{IO: io, Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
+		Rate: c.Float64("rate"), Workers: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),
+		Seed: c.Uint64("seed"), Target: model.Target{Rate: c.Float64("target-rate"), P99: c.Duration("target-p99")},
+		PlotPath: c.String("plot"), Live: c.Bool("live"), Keep: c.Bool("keep"), Conn: connectOptions(c)}
+	var err error
+	if o.Output, err = outputFormat(c, simulateFormats...); err != nil {
+		return o, err
+	}
+	if o.Process, err = workload.ParseProcess(c.String("process-time")); err != nil {
+		return o, withCode(ExitUsage, err)
+	}
+	if err := o.parseSweep(c.String("sweep")); err != nil {
+		return o, err
+	}
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	d, err := readDesign(c)
+	if err != nil {
+		return o, err
+	}
+	if d.Subject == "" {
+		d = seedDesign(d)
+		o.SeedStory = o.Keys == "" && o.FromStream == ""
+	}
+	if o.SweepFrom > 0 && d.Destination != "" {
+		return o, usageErrorf("--sweep varies the partition count, but the design adopts a fixed destination %q", d.Destination)
+	}
+	if o.Plan, err = planWithWarnings(d, io); err != nil {
+		return o, err
+	}
+	o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory)
+	return o, err
+}
+
+// seedDesign fills in the seed case when no design is given: updates for users on
+// msgs.received_from.<user>, the user is the key, 8 lanes. Design flags
+// given alongside (e.g. --partitions) still apply.
+func seedDesign(d planner.Design) planner.Design {
+	d.Subject = "msgs.received_from.*"
+	if d.Name == "" && d.Stream.Name == "" {
+		d.Name = "orders"
+	}
+	return d
+}
+
+func (o *SimulateOptions) validate() error {
+	switch {
+	case o.Messages < 1:
+		return usageErrorf("--messages %d: must be at least 1", o.Messages)
+	case o.Rate < 0:
+		return usageErrorf("--rate %g: must be 0 (all at once) or a positive rate per second", o.Rate)
+	case o.Workers < 1:
+		return usageErrorf("--workers %d: must be at least 1 worker per lane", o.Workers)
+	case o.Crash < 0 || o.Crash >= 1:
+		return usageErrorf("--crash %g: must be a probability in [0, 1)", o.Crash)
+	case o.Target.Rate < 0:
+		return usageErrorf("--target-rate %g: must be positive", o.Target.Rate)
+	case o.Target.P99 < 0:
+		return usageErrorf("--target-p99 %s: must be positive", o.Target.P99)
+	case o.Keys != "" && o.FromStream != "":
+		return usageErrorf("--keys %q and --from-stream %q cannot be combined: choose one source of keys", o.Keys, o.FromStream)
+	case o.FromStream != "" && !o.Conn.Given():
+		return usageErrorf("--from-stream %q needs a server: give --server (or NATS_URL, --context)", o.FromStream)
+	case o.SweepFrom > 0 && o.Live:
+		return usageErrorf("--sweep runs the model only; drop --live (run --live afterwards with the recommended --partitions)")
+	case o.SweepFrom == 0 && (o.Target.Rate > 0 || o.Target.P99 > 0 || o.PlotPath != ""):
+		return usageErrorf("--target-rate, --target-p99 and --plot belong to a sweep: add --sweep A..B")
+	case o.Keep && !o.Live:
+		return usageErrorf("--keep keeps what a live run created: add --live")
+	}
+	if o.PlotPath != "" {
+		o.PlotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(o.PlotPath)), ".")
+		if !slices.Contains(render.PlotFormats, o.PlotFormat) {
+			return usageErrorf("--plot %q: the file name must end in .png or .svg", o.PlotPath)
+		}
+	}
+	return nil
+}
+
+// parseSweep reads "A..B" (or a single count "N").
+func (o *SimulateOptions) parseSweep(s string) error {
+	if s == "" {
+		return nil
+	}
+	from, to, found := strings.Cut(s, "..")
+	if !found {
+		to = from
+	}
+	a, errA := strconv.Atoi(strings.TrimSpace(from))
+	b, errB := strconv.Atoi(strings.TrimSpace(to))
+	switch {
+	case errA != nil || errB != nil:
+		return usageErrorf("--sweep %q: write a range of partition counts like 1..64", s)
+	case a < 1 || b < a:
+		return usageErrorf("--sweep %q: the range must start at 1 or more and not run backwards", s)
+	case b > planner.MaxPartitions:
+		return usageErrorf("--sweep %q: at most %d partitions", s, planner.MaxPartitions)
+	}
+	o.SweepFrom, o.SweepTo = a, b
+	return nil
+}
+
+func parseStrategies(s string, seed bool) ([]string, error) {
+	if s == "" {
+		if seed {
+			return seedStrategies, nil
+		}
+		return model.Strategies, nil
+	}
+	var out []string
+	for _, name := range splitList(s) {
+		name = strings.ToLower(name)
+		if name == "kv-lease" {
+			return nil, usageErrorf("--strategy %q: kv-lease is not built yet; choose from %s", s, strings.Join(model.Strategies, ", "))
+		}
+		if !slices.Contains(model.Strategies, name) {
+			return nil, usageErrorf("--strategy %q: unknown strategy %q; choose from %s", s, name, strings.Join(model.Strategies, ", "))
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usageErrorf("--strategy %q: name at least one strategy", s)
+	}
+	return out, nil
+}
+
+// planWithWarnings plans a design read by readDesign; warnings go to stderr.
+func planWithWarnings(d planner.Design, io *IO) (*planner.Plan, error) {
+	p, err := planner.New(d)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(io.Err, "warning: %s\n", w)
+	}
+	return p, nil
+}
+
+// runSimulate builds the workload and runs the model (and the live run, or
+// a sweep), then renders the result in the chosen format.
+func runSimulate(ctx context.Context, o SimulateOptions) error {
+	keys, from, err := simulationKeys(ctx, o)
+	if err != nil {
+		return err
+	}
+	spec := workload.Spec{Keys: keys, Messages: o.Messages, Rate: o.Rate, Process: o.Process, Crash: o.Crash, Seed: o.Seed}
+	w, err := workload.Generate(spec)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	info := workloadInfo(o, w, from)
+	if o.SweepFrom > 0 {
+		return runSweep(ctx, o, spec, info)
+	}
+	sim := render.Simulation{Mode: "model", Design: o.Plan.Design.Name, Subject: o.Plan.Design.Subject,
+		Partitions: o.Plan.Design.Partitions, WorkersPerLane: o.Workers, Workload: info, LaneNames: simLaneNames(o.Plan)}
+	predictions, err := modelResults(ctx, o, w)
+	if err != nil {
+		return err
+	}
+	var liveErr error
+	if o.Live {
+		sim.Mode = "live"
+		sim.Results, liveErr = liveResults(ctx, o, w, predictions)
+		if liveErr != nil && len(sim.Results) == 0 {
+			return liveErr
+		}
+	} else {
+		for _, r := range predictions {
+			sim.Results = append(sim.Results, render.StrategyResult{Result: r})
+		}
+	}
+	if o.Output == "json" {
+		err = render.JSON(o.IO.Out, sim)
+	} else {
+		err = render.SimulationTable(o.IO.Out, render.NewStyles(o.IO.Out), sim)
+		if err == nil && o.SeedStory && !o.Live {
+			fmt.Fprintln(o.IO.Err, "\nnext: lanes simulate --live   (the same on a real, embedded nats-server)")
+		}
+	}
+	return errors.Join(liveErr, err) // a stopped live run still reports what it saw
+}
+
+// modelResults runs the model once per strategy on the same workload.
+func modelResults(ctx context.Context, o SimulateOptions, w *workload.Workload) ([]record.Result, error) {
+	parts, err := keyPartitions(o.Plan, w.Spec.Keys)
+	if err != nil {
+		return nil, err
+	}
+	var out []record.Result
+	for _, s := range o.Strategies {
+		cfg := modelConfig(o, s, o.Plan.Design.Partitions, parts)
+		r, err := model.Run(ctx, w, cfg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func modelConfig(o SimulateOptions, strategy string, partitions int, keyPartition []int) model.Config {
+	l := o.Plan.Design.Lane
+	lane := model.Lane{AckWait: l.AckWait.D(), MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending,
+		Pinned: l.Pinned, PinnedTTL: l.PinnedTTL.D()}
+	for _, b := range l.BackOff {
+		lane.BackOff = append(lane.BackOff, b.D())
+	}
+	return model.Config{Strategy: strategy, Partitions: partitions, WorkersPerLane: o.Workers,
+		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress}
+}
+
+// keyPartitions places every workload key with the planner's hash, the
+// server's partition function.
+func keyPartitions(p *planner.Plan, keys workload.Keys) ([]int, error) {
+	out := make([]int, len(keys.Subjects))
+	for i, s := range keys.Subjects {
+		part, ok := p.Layout.PartitionOf([]byte(s))
+		if !ok {
+			return nil, usageErrorf("key subject %q does not match the design's subject %s", s, p.Design.Subject)
+		}
+		out[i] = part
+	}
+	return out, nil
+}
+
+func simLaneNames(p *planner.Plan) []string {
+	out := make([]string, len(p.Lanes))
+	for i, l := range p.Lanes {
+		out[i] = l.Name
+	}
+	return out
+}
+
+// runSweep runs the lanes strategy over the partition range, each count
+// planned afresh (keys move between partitions as the count changes).
+func runSweep(ctx context.Context, o SimulateOptions, spec workload.Spec, info render.WorkloadInfo) error {
+	sc := model.SweepConfig{
+		From: o.SweepFrom, To: o.SweepTo, Target: o.Target, Headroom: model.DefaultHeadroom,
+		Base: modelConfig(o, model.Lanes, o.Plan.Design.Partitions, nil),
+		KeyPartition: func(n int) ([]int, error) {
+			d := o.Plan.Design
+			d.Partitions = n
+			p, err := planner.New(d)
+			if err != nil {
+				return nil, err
+			}
+			return keyPartitions(p, spec.Keys)
+		},
+		Workload: func(rate float64) (*workload.Workload, error) {
+			s := spec
+			s.Rate = rate
+			return workload.Generate(s)
+		},
+		Rate: spec.Rate,
+	}
+	sw, err := model.RunSweep(ctx, sc)
+	if err != nil {
+		return err
+	}
+	if o.PlotPath != "" {
+		if err := writePlot(o, sw); err != nil {
+			return err
+		}
+	}
+	if o.Output == "json" {
+		return render.JSON(o.IO.Out, render.SweepReport{Design: o.Plan.Design.Name, Subject: o.Plan.Design.Subject,
+			WorkersPerLane: o.Workers, Workload: info, Sweep: sw})
+	}
+	fmt.Fprintln(o.IO.Out, render.NewStyles(o.IO.Out).Dim.Render(fmt.Sprintf("design %s, workers per lane %d; %s", o.Plan.Design.Name, o.Workers, render.WorkloadLine(info))))
+	return render.SweepTable(o.IO.Out, render.NewStyles(o.IO.Out), sw)
+}
+
+func writePlot(o SimulateOptions, sw model.Sweep) error {
+	f, err := os.Create(o.PlotPath)
+	if err != nil {
+		return usageErrorf("--plot: %v", err)
+	}
+	if err := render.SweepPlot(f, o.PlotFormat, sw); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.Err, "wrote the sweep chart to %s\n", o.PlotPath)
+	return nil
+}
+
+func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.WorkloadInfo {
+	l := o.Plan.Design.Lane
+	info := render.WorkloadInfo{Messages: len(w.Messages), Keys: len(w.Spec.Keys.Names), KeysFrom: from,
+		Rate: o.Rate, ProcessTime: o.Process.String(), AckWait: l.AckWait.String(), MaxDeliver: l.MaxDeliver,
+		InProgress: o.InProgress, Crash: o.Crash, Seed: o.Seed}
+	if len(l.BackOff) > 0 {
+		steps := make([]string, len(l.BackOff))
+		for i, b := range l.BackOff {
+			steps[i] = b.String()
+		}
+		info.AckWait = "backoff " + strings.Join(steps, ",")
+	}
+	if n := len(w.Spec.Keys.Names); n <= 5 {
+		info.KeySample = w.Spec.Keys.Names
+	}
+	return info
+}

@@ -1,0 +1,148 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// Where simulate's keys come from: the seed's names, uniform or Zipf
+// generated keys, a file of subjects with counts, or a live stream's
+// per-subject message counts.
+
+// simulationKeys returns the workload's keys and a description of where
+// they came from.
+func simulationKeys(ctx context.Context, o SimulateOptions) (workload.Keys, string, error) {
+	subject := keySubjecter(o.Plan)
+	switch {
+	case o.FromStream != "":
+		k, err := streamKeys(ctx, o)
+		return k, "stream " + o.FromStream, err
+	case strings.HasPrefix(o.Keys, "file:"):
+		k, err := fileKeys(o.Plan, strings.TrimPrefix(o.Keys, "file:"))
+		return k, o.Keys, err
+	case o.SeedStory:
+		k, err := workload.NamedKeys(seedKeys, subject)
+		return k, strings.Join(seedKeys, ", "), err
+	}
+	spec := o.Keys
+	if spec == "" {
+		spec = defaultKeys
+	}
+	k, err := workload.ParseKeys(spec, subject)
+	if err != nil {
+		return k, "", withCode(ExitUsage, err)
+	}
+	return k, spec, nil
+}
+
+// keySubjecter builds the published subject for a generated key name. A
+// design whose key has several tokens gets the name in the first and
+// fillers in the others (the server hashes them concatenated).
+func keySubjecter(p *planner.Plan) workload.Subjecter {
+	n := len(p.Design.KeyTokens)
+	return func(key string) (string, error) {
+		if n > 1 && !strings.Contains(key, ".") {
+			key += strings.Repeat(".k", n-1)
+		}
+		return p.SubjectForKey(key)
+	}
+}
+
+// fileKeys reads "SUBJECT [COUNT]" lines, like lanes plan --keys; the
+// count is the key's weight.
+func fileKeys(p *planner.Plan, path string) (workload.Keys, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return workload.Keys{}, usageErrorf("--keys file:%s: %v", path, err)
+	}
+	a := planner.NewAssigner(p)
+	var k workload.Keys
+	for i, line := range strings.Split(string(data), "\n") {
+		parsed, ok, err := a.Place(i+1, []byte(line))
+		if err != nil {
+			return k, usageErrorf("--keys file:%s %v", path, err)
+		}
+		if ok {
+			k.Add(string(parsed.Key), string(parsed.Subject), float64(parsed.Count))
+		}
+	}
+	if len(k.Names) == 0 {
+		return k, usageErrorf("--keys file:%s: no subjects in the file", path)
+	}
+	return k, nil
+}
+
+// streamKeys reads the per-subject message counts of a live stream. The
+// stream may hold partitioned subjects: Unmap rebuilds the published one.
+func streamKeys(ctx context.Context, o SimulateOptions) (workload.Keys, error) {
+	conn, err := connect.Open(ctx, o.Conn)
+	if err != nil {
+		return workload.Keys{}, err
+	}
+	defer conn.Close()
+	counts, err := subjectCounts(ctx, conn, o.FromStream)
+	if err != nil {
+		return workload.Keys{}, err
+	}
+	return keysFromCounts(o.Plan, o.FromStream, counts)
+}
+
+func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[string]uint64, error) {
+	gctx, release := conn.Guard(ctx) // a permissions violation fails at once
+	defer release()
+	rctx, cancel := conn.Ctx(gctx)
+	defer cancel()
+	fail := func(err error) error {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return usageErrorf("--from-stream %q: no such stream on %s", stream, conn.Server)
+		}
+		if ce := conn.Classify(rctx, err); ce.Kind != connect.KindOther {
+			return ce
+		}
+		return fmt.Errorf("--from-stream %q: reading its subject counts: %w", stream, err)
+	}
+	s, err := conn.JS.Stream(rctx, stream)
+	if err != nil {
+		return nil, fail(err)
+	}
+	info, err := s.Info(rctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return nil, fail(err)
+	}
+	return info.State.Subjects, nil
+}
+
+func keysFromCounts(p *planner.Plan, stream string, counts map[string]uint64) (workload.Keys, error) {
+	subjects := make([]string, 0, len(counts))
+	for s := range counts {
+		subjects = append(subjects, s)
+	}
+	slices.Sort(subjects) // map order is random; the workload must not be
+	var k workload.Keys
+	skipped := 0
+	for _, stored := range subjects {
+		published := stored
+		if _, ok := p.Layout.PartitionOf([]byte(stored)); !ok {
+			var unmapped bool
+			if published, unmapped = p.Layout.Unmap(stored); !unmapped {
+				skipped++
+				continue
+			}
+		}
+		k.Add(p.Layout.Key([]byte(published)), published, float64(counts[stored]))
+	}
+	if len(k.Names) == 0 {
+		return k, usageErrorf("--from-stream %q: no messages on subjects matching %s (%d other subjects)", stream, p.Design.Subject, skipped)
+	}
+	return k, nil
+}

@@ -1,0 +1,306 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/record"
+)
+
+func simMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(append([]string{"lanes"}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+type simDoc struct {
+	Mode     string `json:"mode"`
+	Workload struct {
+		Keys     int    `json:"keys"`
+		KeysFrom string `json:"keys_from"`
+		Messages int    `json:"messages"`
+	} `json:"workload"`
+	Results []map[string]any `json:"results"`
+}
+
+func simJSON(t *testing.T, args ...string) simDoc {
+	t.Helper()
+	code, out, errs := simMain(t, append([]string{"simulate", "-o", "json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc simDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return doc
+}
+
+func simNum(t *testing.T, r map[string]any, field string) float64 {
+	t.Helper()
+	v, ok := r[field].(float64)
+	if !ok {
+		t.Fatalf("result has no number %q: %v", field, r)
+	}
+	return v
+}
+
+func TestSimulateSeedStoryTable(t *testing.T) {
+	code, out, errs := simMain(t, "simulate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"design orders, 8 lanes", "alice, bob, carol", "lanes: 2.9x the throughput of single; per-key order held"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("seed story lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "unordered") || !strings.Contains(errs, "lanes simulate --live") {
+		t.Errorf("seed story compares single and lanes only, and suggests --live on stderr:\n%s\n%s", out, errs)
+	}
+}
+
+func TestSimulateSeedStoryJSON(t *testing.T) {
+	doc := simJSON(t)
+	if doc.Mode != "model" || len(doc.Results) != 2 || doc.Workload.Keys != 3 {
+		t.Fatalf("seed story JSON: mode %q, %d results, %d keys", doc.Mode, len(doc.Results), doc.Workload.Keys)
+	}
+	for _, r := range doc.Results {
+		for _, f := range []string{"strategy", "partitions", "messages", "throughput", "latency_p50_ms", "latency_p99_ms", "order_violations", "duplicates", "hottest_lane"} {
+			if _, ok := r[f]; !ok {
+				t.Errorf("result lacks %q: %v", f, r)
+			}
+		}
+	}
+	single, lanesRes := doc.Results[0], doc.Results[1]
+	if single["strategy"] != "single" || lanesRes["strategy"] != "lanes" || simNum(t, lanesRes, "partitions") != 8 {
+		t.Fatalf("results %v %v", single["strategy"], lanesRes["strategy"])
+	}
+	if ratio := simNum(t, lanesRes, "throughput") / simNum(t, single, "throughput"); ratio < 2.5 || ratio > 3 {
+		t.Fatalf("lanes / single throughput %.2f: three keys in three lanes should give nearly 3x", ratio)
+	}
+	if simNum(t, lanesRes, "order_violations") != 0 || simNum(t, single, "order_violations") != 0 {
+		t.Fatal("per-key order must hold for single and lanes")
+	}
+}
+
+func TestSimulateComparesStrategiesDeterministically(t *testing.T) {
+	args := []string{"--name", "users", "--subject", "users.*.events", "--partitions", "4", "--workers", "2", "--keys", "uniform:20",
+		"--messages", "2000", "--process-time", "exp:5ms", "--crash", "0.05", "--ack-wait", "50ms", "--seed", "3"}
+	doc := simJSON(t, args...)
+	if len(doc.Results) != 4 {
+		t.Fatalf("%d results, want the four strategies", len(doc.Results))
+	}
+	byName := map[string]map[string]any{}
+	for _, r := range doc.Results {
+		byName[r["strategy"].(string)] = r
+	}
+	if simNum(t, byName["lanes"], "order_violations") != 0 || simNum(t, byName["unordered"], "order_violations") == 0 {
+		t.Fatal("lanes must keep order and unordered must not")
+	}
+	if simNum(t, byName["lanes"], "crashes") == 0 || simNum(t, byName["lanes"], "unfinished") != 0 {
+		t.Fatal("crashes must be redelivered, none lost")
+	}
+	_, a, _ := simMain(t, append([]string{"simulate", "-o", "json"}, args...)...)
+	_, b, _ := simMain(t, append([]string{"simulate", "-o", "json"}, args...)...)
+	if a != b {
+		t.Fatal("the same flags gave different results")
+	}
+}
+
+// Every bad value is a usage error (exit 2) naming the flag and the value,
+// with nothing on stdout.
+func TestSimulateUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	badKeys := filepath.Join(dir, "keys.txt")
+	os.WriteFile(badKeys, []byte("msgs.received_from.alice\nnot.a.match.here\n"), 0o644)
+	cases := map[string][]string{
+		`--process-time "fast"`:   {"--process-time", "fast"},
+		`--process-time "exp:0"`:  {"--process-time", "exp:0"},
+		`--keys "zipf:10"`:        {"--keys", "zipf:10"},
+		`--keys "normal:5"`:       {"--keys", "normal:5"},
+		"--messages 0":            {"--messages", "0"},
+		"--rate -1":               {"--rate", "-1"},
+		"--crash 1.5":             {"--crash", "1.5"},
+		"--workers 0":             {"--workers", "0"},
+		`unknown strategy "fast"`: {"--strategy", "lanes,fast"},
+		`--strategy "kv-lease"`:   {"--strategy", "kv-lease"},
+		`--sweep "9..3"`:          {"--sweep", "9..3"},
+		`--sweep "a..b"`:          {"--sweep", "a..b"},
+		`--plot "chart.gif"`:      {"--sweep", "1..4", "--plot", "chart.gif"},
+		"--target-rate":           {"--target-rate", "100"},
+		`--from-stream "ORDERS"`:  {"--from-stream", "ORDERS"},
+		"--keep":                  {"--keep"},
+		"--sweep runs the model":  {"--sweep", "1..4", "--live"},
+		"--keys file:":            {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
+		"line 2":                  {"--keys", "file:" + badKeys},
+		"--output":                {"-o", "yaml"},
+		"partitions":              {"--partitions", "0"},
+		"no arguments":            {"extra"},
+	}
+	for want, args := range cases {
+		code, out, errs := simMain(t, append([]string{"simulate"}, args...)...)
+		if code != ExitUsage || out != "" || !strings.Contains(errs, want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming %s", args, code, out, errs, want)
+		}
+	}
+}
+
+func TestSimulateKeysFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.txt")
+	os.WriteFile(path, []byte("# user counts\nalice 90\nmsgs.received_from.bob 5\ncarol 5\n"), 0o644)
+	doc := simJSON(t, "--keys", "file:"+path, "--strategy", "lanes")
+	r := doc.Results[0]
+	if doc.Workload.Keys != 3 || r["hottest_key"] != "alice" || simNum(t, r, "hottest_key_share") < 0.8 {
+		t.Fatalf("keys %d, hottest %v at %v; want alice with about 90%%", doc.Workload.Keys, r["hottest_key"], r["hottest_key_share"])
+	}
+}
+
+func TestSimulateMultiTokenKeys(t *testing.T) {
+	doc := simJSON(t, "-f", "../examples/device-events/lanes.yaml", "--keys", "zipf:50:1", "--strategy", "lanes")
+	if doc.Workload.Keys != 50 || doc.Results[0]["partitions"].(float64) != 12 {
+		t.Fatalf("device events: %d keys, %v partitions", doc.Workload.Keys, doc.Results[0]["partitions"])
+	}
+}
+
+func TestSimulateSweep(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "sweep.svg")
+	args := []string{"simulate", "--keys", "uniform:64", "--messages", "2000", "--process-time", "10ms", "--sweep", "1..12", "--target-rate", "300", "--plot", plot}
+	code, out, errs := simMain(t, args...)
+	if code != 0 || !strings.Contains(out, "Recommended: ") || !strings.Contains(errs, "wrote the sweep chart") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if b, err := os.ReadFile(plot); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Fatalf("plot not written: %v", err)
+	}
+	code, out, _ = simMain(t, append(args[:len(args)-2], "-o", "json")...)
+	var doc struct {
+		Sweep struct {
+			Recommended int `json:"recommended"`
+			Points      []struct {
+				Capacity float64 `json:"capacity"`
+			} `json:"points"`
+		} `json:"sweep"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	// 375/s with 10ms each needs at least 4 busy lanes' worth of capacity.
+	if r := doc.Sweep.Recommended; r < 4 || doc.Sweep.Points[r-1].Capacity < 375 || doc.Sweep.Points[r-2].Capacity >= 375 {
+		t.Fatalf("recommended %d with capacities %v", r, doc.Sweep.Points)
+	}
+}
+
+// The live runner is wired in by the lead; here a fake one checks what it
+// is asked and that its results are shown beside the model's.
+func TestSimulateLiveShowsModelBeside(t *testing.T) {
+	t.Setenv("NATS_URL", "") // no server named: the live runner is to embed one
+	t.Setenv("NATS_CONTEXT", "")
+	var got LiveRequest
+	defer func(f func(context.Context, LiveRequest) ([]record.Result, error)) { runLive = f }(runLive)
+	runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {
+		got = req
+		req.Progress("lanes", 1, 2)
+		var out []record.Result
+		for _, s := range req.Strategies {
+			out = append(out, record.Result{Strategy: s, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
+		}
+		return out, nil
+	}
+	code, out, errs := simMain(t, "simulate", "--live", "--workers", "2", "--in-progress", "--keep")
+	if code != 0 || !strings.Contains(out, "(model)") || !strings.Contains(out, "42.0/s") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if got.ServerGiven || got.WorkersPerLane != 2 || !got.InProgress || !got.Keep || got.Plan.Design.Partitions != 8 ||
+		strings.Join(got.Strategies, ",") != "single,lanes" || got.AckWait != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 ||
+		len(got.Configs) != 2 || got.Configs[1].Shape().Consumers != 8 || got.Configs[0].Shape().WorkersEach != 16 {
+		t.Fatalf("live request %+v", got)
+	}
+	doc := simJSON(t, "--live")
+	m, ok := doc.Results[1]["model"].(map[string]any)
+	if doc.Mode != "live" || !ok || simNum(t, doc.Results[1], "throughput") != 42 || m["throughput"].(float64) < 250 {
+		t.Fatalf("live JSON: %+v", doc)
+	}
+}
+
+// Ctrl-C during a live run still prints what was measured, then exits 130.
+func TestSimulateLiveInterruptedStillReports(t *testing.T) {
+	defer func(f func(context.Context, LiveRequest) ([]record.Result, error)) { runLive = f }(runLive)
+	runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {
+		return []record.Result{{Strategy: "single", Messages: 1000, Completed: 400, Throughput: 99}}, context.Canceled
+	}
+	code, out, _ := simMain(t, "simulate", "--live")
+	if code != ExitInterrupted || !strings.Contains(out, "99.0/s") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestSimulateLiveNotWired(t *testing.T) {
+	code, out, errs := simMain(t, "simulate", "--live")
+	if code != ExitError || out != "" || !strings.Contains(errs, "sim/live") {
+		t.Fatalf("exit %d, %q, %q", code, out, errs)
+	}
+}
+
+// --from-stream reads per-subject counts from a real server; the stream
+// stores partitioned subjects, which are mapped back to published ones.
+func TestSimulateFromStream(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tr := p.Stream.SubjectTransform
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: p.Stream.Subjects,
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: tr.Source, Destination: tr.Destination}}); err != nil {
+		t.Fatal(err)
+	}
+	for user, n := range map[string]int{"alice": 30, "bob": 6, "carol": 3} {
+		for range n {
+			if _, err := js.Publish(ctx, "msgs.received_from."+user, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	doc := simJSON(t, "--partitions", "4", "--from-stream", "ORDERS", "--server", srv.URL(), "--strategy", "lanes")
+	if doc.Workload.Keys != 3 || doc.Workload.KeysFrom != "stream ORDERS" || doc.Results[0]["hottest_key"] != "alice" {
+		t.Fatalf("from stream: %+v", doc)
+	}
+	code, _, errs := simMain(t, "simulate", "--from-stream", "NOPE", "--server", srv.URL())
+	if code == 0 || !strings.Contains(errs, "NOPE") {
+		t.Fatalf("missing stream: exit %d %s", code, errs)
+	}
+}
+
+func TestKeysFromCountsUnmapsAndSkips(t *testing.T) {
+	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := p.Layout.Transform("msgs.received_from.alice")
+	k, err := keysFromCounts(p, "ORDERS", map[string]uint64{stored: 7, "msgs.received_from.bob": 2, "other.subject": 9})
+	if err != nil || len(k.Names) != 2 {
+		t.Fatalf("keys %+v, %v", k, err)
+	}
+	for i, name := range k.Names {
+		want := map[string]float64{"alice": 7, "bob": 2}[name]
+		if k.Weights[i] != want || k.Subjects[i] != "msgs.received_from."+name {
+			t.Fatalf("key %s: subject %s weight %v, want the published subject and %v", name, k.Subjects[i], k.Weights[i], want)
+		}
+	}
+	if _, err := keysFromCounts(p, "ORDERS", map[string]uint64{"other.subject": 9}); err == nil || exitCode(err) != ExitUsage {
+		t.Fatalf("no matching subject: %v", err)
+	}
+}

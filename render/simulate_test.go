@@ -1,0 +1,180 @@
+package render_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lanes-dev/lanes/render"
+	"github.com/lanes-dev/lanes/sim/model"
+	"github.com/lanes-dev/lanes/sim/record"
+)
+
+// -update rewrites the golden files. Registered only if no other test file
+// of this package has registered it already (package-level vars run first).
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite testdata/*.golden")
+	}
+}
+
+func simGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if flag.Lookup("update").Value.String() == "true" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./render -run %s -update)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test ./render -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func simLanes(counts ...int) []record.LaneResult {
+	out := make([]record.LaneResult, len(counts))
+	for i, n := range counts {
+		out[i] = record.LaneResult{Lane: i, Messages: n, Utilization: float64(n) / 350, PeakBacklog: n}
+	}
+	return out
+}
+
+func seedSimulation() render.Simulation {
+	single := record.Result{Strategy: "single", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 100,
+		LatencyP50ms: 5000, LatencyP99ms: 9900, LatencyMaxms: 10000, DrainSeconds: 10, Executions: 1000, FinalStateCorrect: true,
+		HottestLane: 0, HottestLaneShare: 1, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(1000)}
+	lanesRes := record.Result{Strategy: "lanes", Partitions: 8, WorkersPerLane: 1, Messages: 1000, Completed: 1000, Throughput: 285.71,
+		LatencyP50ms: 1670, LatencyP99ms: 3400, LatencyMaxms: 3500, DrainSeconds: 3.5, Executions: 1000, FinalStateCorrect: true,
+		HottestLane: 2, HottestLaneShare: 0.35, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(0, 0, 350, 0, 324, 0, 0, 326)}
+	unordered := record.Result{Strategy: "unordered", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 790.2,
+		LatencyP50ms: 630.5, LatencyP99ms: 1250, LatencyMaxms: 1262.3, DrainSeconds: 1.2623, OrderViolations: 912, Duplicates: 3,
+		Executions: 1020, Redeliveries: 20, Crashes: 17, FinalStateCorrect: false, HottestKey: "carol", HottestKeyShare: 0.35, HottestLaneShare: 1, Lanes: simLanes(1000)}
+	versioned := unordered
+	versioned.Strategy, versioned.FinalStateCorrect, versioned.StaleDropped, versioned.Unfinished = "versioned", true, 119, 2
+	return render.Simulation{Mode: "model", Design: "orders", Subject: "msgs.received_from.*", Partitions: 8, WorkersPerLane: 1,
+		Workload: render.WorkloadInfo{Messages: 1000, Keys: 3, KeysFrom: "alice, bob, carol", KeySample: []string{"alice", "bob", "carol"},
+			ProcessTime: "10ms", AckWait: "30s", MaxDeliver: -1, Crash: 0.02, Seed: 1},
+		LaneNames: []string{"orders-n8-00", "orders-n8-01", "orders-n8-02", "orders-n8-03", "orders-n8-04", "orders-n8-05", "orders-n8-06", "orders-n8-07"},
+		Results:   []render.StrategyResult{{Result: single}, {Result: lanesRes}, {Result: unordered}, {Result: versioned}}}
+}
+
+func TestSimulationTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := render.SimulationTable(&b, render.PlainStyles(), seedSimulation()); err != nil {
+		t.Fatal(err)
+	}
+	simGolden(t, "simulate.golden", b.Bytes())
+}
+
+// A live run shows each figure beside the model's prediction.
+func TestLiveSimulationTableGolden(t *testing.T) {
+	sim := seedSimulation()
+	sim.Mode = "live"
+	sim.Results = sim.Results[:2]
+	for i := range sim.Results {
+		prediction := sim.Results[i].Result
+		sim.Results[i].Model = &prediction
+		sim.Results[i].Throughput *= 0.93
+		sim.Results[i].LatencyP99ms *= 1.07
+	}
+	var b bytes.Buffer
+	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
+		t.Fatal(err)
+	}
+	simGolden(t, "simulate_live.golden", b.Bytes())
+
+	b.Reset()
+	if err := render.JSON(&b, sim); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := doc.Results[1]["model"].(map[string]any)
+	if !ok || doc.Results[1]["strategy"] != "lanes" || m["throughput"] != 285.71 || doc.Results[1]["throughput"] == m["throughput"] {
+		t.Fatalf("live JSON must carry the live figures with the model's beside them: %v", doc.Results[1])
+	}
+}
+
+// Beyond 32 lanes only the busiest 16 show.
+func TestManyLanesShowTheBusiest(t *testing.T) {
+	sim := seedSimulation()
+	counts := make([]int, 64)
+	for i := range counts {
+		counts[i] = 10 + i%7
+	}
+	counts[40] = 300
+	sim.Results = []render.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
+	sim.LaneNames = nil
+	var b bytes.Buffer
+	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "the 16 busiest lanes of 64 shown") || !strings.Contains(out, "\n40 ") {
+		t.Fatalf("busiest lanes not shown:\n%s", out)
+	}
+}
+
+func simSweep() model.Sweep {
+	sw := model.Sweep{From: 10, To: 16, TargetRate: 1000, TargetP99: 10, Headroom: 0.25, LoadRate: 1250, Recommended: 16,
+		HottestKey: "k0", HottestKeyShare: 1.0 / 64, KeyCeiling: 6400}
+	caps := []float64{914.3, 1066.7, 1066.7, 1280, 1280, 1280, 1600}
+	p99 := []float64{2900, 1400, 410, 10.4, 13.6, 16.8, 10}
+	for i := range caps {
+		sw.Points = append(sw.Points, model.SweepPoint{Partitions: 10 + i, Capacity: caps[i], Throughput: 1250, LatencyP50ms: 10,
+			LatencyP99ms: p99[i], HottestLaneShare: 7.0 / 64, Meets: i == 6})
+	}
+	return sw
+}
+
+func TestSweepTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := render.SweepTable(&b, render.PlainStyles(), simSweep()); err != nil {
+		t.Fatal(err)
+	}
+	simGolden(t, "simulate_sweep.golden", b.Bytes())
+}
+
+func TestSweepVerdicts(t *testing.T) {
+	sw := simSweep()
+	sw.Recommended = 0
+	sw.KeyCeiling = 800
+	if v := render.SweepVerdict(sw); !strings.Contains(v, "More partitions cannot help") || !strings.Contains(v, "k0") {
+		t.Fatalf("hot-key verdict: %s", v)
+	}
+	sw.TargetRate, sw.TargetP99 = 0, 0
+	if v := render.SweepVerdict(sw); !strings.HasPrefix(v, "No recommendation") {
+		t.Fatalf("no-target verdict: %s", v)
+	}
+}
+
+func TestSweepPlot(t *testing.T) {
+	for _, format := range render.PlotFormats {
+		var b bytes.Buffer
+		if err := render.SweepPlot(&b, format, simSweep()); err != nil {
+			t.Fatal(err)
+		}
+		head := b.String()[:min(200, b.Len())]
+		if format == "png" && !strings.HasPrefix(head, "\x89PNG") || format == "svg" && !strings.Contains(head, "<svg") {
+			t.Fatalf("%s plot starts %q", format, head[:min(20, len(head))])
+		}
+	}
+	if err := render.SweepPlot(&bytes.Buffer{}, "gif", simSweep()); err == nil {
+		t.Fatal("gif accepted")
+	}
+}

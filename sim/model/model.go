@@ -1,0 +1,438 @@
+// Package model predicts how a lane design behaves, offline: a deterministic
+// discrete-event simulation of JetStream pull consumers (ack wait, late
+// acks, redelivery, max deliver, max ack pending, in-progress acks, backoff,
+// pinned workers) fed by a workload and judged by a record.Recorder, the
+// same judge the live run uses. There is no clock and no goroutine: the
+// same workload and configuration always give the same result.
+package model
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// Strategies: how the same workers are organised into consumers.
+const (
+	// Single is one durable pull consumer over all messages, MaxAckPending=1,
+	// shared by every worker: the seed's serial starting point.
+	Single = "single"
+	// Lanes is one consumer per partition with the design's MaxAckPending.
+	Lanes = "lanes"
+	// Unordered is one shared consumer with MaxAckPending = total workers.
+	Unordered = "unordered"
+	// Versioned is Unordered into a store that drops stale versions.
+	Versioned = "versioned"
+)
+
+// Strategies lists the strategies the model can run, in display order.
+var Strategies = []string{Single, Lanes, Unordered, Versioned}
+
+// Lane holds the consumer settings every strategy's consumers use.
+type Lane struct {
+	AckWait       time.Duration
+	BackOff       []time.Duration // when set, delivery d waits BackOff[min(d-1, len-1)]
+	MaxDeliver    int             // -1: unlimited
+	MaxAckPending int             // for the lanes strategy (others are fixed by the strategy)
+	Pinned        bool            // lanes only: one pinned worker receives
+	PinnedTTL     time.Duration   // the pin moves this long after the pinned worker stops pulling
+}
+
+// Config is one model run. Every strategy gets the same total workers,
+// Partitions x WorkersPerLane, so comparisons are fair.
+type Config struct {
+	Strategy       string
+	Partitions     int
+	WorkersPerLane int
+	// KeyPartition is the partition of each workload key (lanes strategy).
+	KeyPartition []int
+	Lane         Lane
+	// InProgress: workers send an in-progress ack every AckWait/3 while working.
+	InProgress bool
+}
+
+func (c Config) validate(w *workload.Workload) error {
+	switch {
+	case c.Partitions < 1:
+		return fmt.Errorf("model: partitions must be at least 1")
+	case c.WorkersPerLane < 1:
+		return fmt.Errorf("model: workers per lane must be at least 1")
+	case c.Lane.AckWait <= 0:
+		return fmt.Errorf("model: ack wait must be positive")
+	case c.Lane.MaxDeliver == 0 || c.Lane.MaxDeliver < -1:
+		return fmt.Errorf("model: max deliver must be -1 or at least 1")
+	case c.Lane.Pinned && c.Lane.PinnedTTL <= 0:
+		return fmt.Errorf("model: a pinned lane needs a positive pinned TTL")
+	}
+	switch c.Strategy {
+	case Single, Unordered, Versioned:
+		return nil
+	case Lanes:
+		if c.Lane.MaxAckPending < 1 {
+			return fmt.Errorf("model: max ack pending must be at least 1")
+		}
+		if len(c.KeyPartition) != len(w.Spec.Keys.Names) {
+			return fmt.Errorf("model: %d key partitions for %d keys", len(c.KeyPartition), len(w.Spec.Keys.Names))
+		}
+		for k, p := range c.KeyPartition {
+			if p < 0 || p >= c.Partitions {
+				return fmt.Errorf("model: key %q in partition %d of %d", w.Spec.Keys.Names[k], p, c.Partitions)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("model: unknown strategy %q (choose %v)", c.Strategy, Strategies)
+}
+
+// Run simulates the workload under one strategy until every message is
+// acked or dropped, and returns the recorder's judgement.
+func Run(ctx context.Context, w *workload.Workload, cfg Config) (record.Result, error) {
+	if err := cfg.validate(w); err != nil {
+		return record.Result{}, err
+	}
+	s := newSim(w, cfg)
+	if err := s.run(ctx); err != nil {
+		return record.Result{}, err
+	}
+	return s.rec.Result(), nil
+}
+
+// Message states, as the consumer sees them.
+const (
+	msgWaiting uint8 = iota // not delivered yet
+	msgPending              // delivered, not acked: holds a MaxAckPending slot
+	msgAcked
+	msgDropped // used up max deliver
+)
+
+type msgState struct {
+	deliveries int32
+	status     uint8
+	exhausted  bool // max deliver used up: dropped at the consumer's next pull
+}
+
+type worker struct {
+	consumer int32
+	alive    bool
+	idle     bool
+	crash    bool // the current attempt ends in a crash
+	msg      int32
+	exec     record.Exec
+}
+
+type consumer struct {
+	lane          int     // index reported to the recorder, and in s.consumers
+	msgs          []int32 // its messages, in publish order
+	next          int     // position of the next message never delivered
+	pending       int     // delivered and not yet acked or dropped
+	maxAckPending int
+	rdq           []int32 // due for redelivery, by message index (the server sorts by sequence)
+	idle          []int32 // idle workers waiting with a pull, first come first served
+	idleHead      int
+	pinned        int32 // the pinned worker; -1: the next worker to pull gets the pin
+	waking        bool  // an arrival event is scheduled
+}
+
+type sim struct {
+	w         *workload.Workload
+	cfg       Config
+	rec       *record.Recorder
+	now       time.Duration
+	events    eventHeap
+	consumers []consumer
+	workers   []worker
+	msgs      []msgState
+	pinning   bool
+}
+
+// Shape is how a strategy organises its workers into consumers. The live
+// run uses the same shape, so model and live compare like with like.
+type Shape struct {
+	Consumers     int  // one shared consumer, or one lane per partition
+	WorkersEach   int  // workers pulling from each consumer
+	MaxAckPending int  // per consumer
+	Pinned        bool // only the pinned worker of a consumer receives
+	Versioned     bool // the store drops stale versions
+}
+
+// Shape is the strategy's consumer layout for this configuration.
+func (c Config) Shape() Shape {
+	total := c.Partitions * c.WorkersPerLane
+	switch c.Strategy {
+	case Lanes:
+		return Shape{Consumers: c.Partitions, WorkersEach: c.WorkersPerLane, MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
+	case Single:
+		return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: 1}
+	}
+	return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: total, Versioned: c.Strategy == Versioned}
+}
+
+// NewRecorder makes the recorder a strategy's run reports to: lanes are
+// the consumers (one shared consumer is lane 0), as the model does it.
+func NewRecorder(w *workload.Workload, c Config) *record.Recorder {
+	sh := c.Shape()
+	laneOf := func(int) int { return 0 }
+	if c.Strategy == Lanes {
+		parts := c.KeyPartition
+		laneOf = func(i int) int { return parts[w.Messages[i].Key] }
+	}
+	return record.New(w, c.Strategy, sh.Consumers, sh.WorkersEach, laneOf, sh.Versioned)
+}
+
+func newSim(w *workload.Workload, cfg Config) *sim {
+	sh := cfg.Shape()
+	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages)), rec: NewRecorder(w, cfg), pinning: sh.Pinned}
+	s.consumers = make([]consumer, sh.Consumers)
+	for i := range s.consumers {
+		s.consumers[i] = consumer{lane: i, maxAckPending: sh.MaxAckPending, pinned: -1}
+	}
+	if sh.Consumers == 1 {
+		all := make([]int32, len(w.Messages))
+		for i := range all {
+			all[i] = int32(i)
+		}
+		s.consumers[0].msgs = all
+	} else {
+		for i, m := range w.Messages {
+			c := &s.consumers[cfg.KeyPartition[m.Key]]
+			c.msgs = append(c.msgs, int32(i))
+		}
+	}
+	for i := range s.consumers {
+		s.addWorkers(i, sh.WorkersEach)
+	}
+	return s
+}
+
+func (s *sim) addWorkers(c, n int) {
+	for range n {
+		s.workers = append(s.workers, worker{consumer: int32(c), alive: true})
+		s.makeIdle(int32(len(s.workers) - 1))
+	}
+}
+
+func (s *sim) run(ctx context.Context) error {
+	for i := range s.consumers {
+		s.dispatch(&s.consumers[i])
+	}
+	for n := 0; s.events.len() > 0; n++ {
+		if n&0xffff == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e := s.events.pop()
+		s.now = e.at
+		switch e.kind {
+		case evEnd:
+			s.onEnd(e.a)
+		case evExpire:
+			s.onExpire(e.a, e.b)
+		case evArrive:
+			c := &s.consumers[e.a]
+			c.waking = false
+			s.dispatch(c)
+		case evPinMove:
+			c := &s.consumers[e.a]
+			c.pinned = -1
+			s.dispatch(c)
+		}
+	}
+	return nil
+}
+
+// dispatch hands messages to idle workers for as long as the consumer has
+// both: a worker with a pull waiting, and a message it may deliver.
+func (s *sim) dispatch(c *consumer) {
+	for {
+		wid, fromQueue := s.peekIdle(c)
+		if wid < 0 {
+			return
+		}
+		m := s.take(c)
+		if m < 0 {
+			return
+		}
+		if fromQueue {
+			c.idleHead++
+			s.compactIdle(c)
+		}
+		if s.pinning && c.pinned < 0 {
+			c.pinned = wid // the first worker to receive holds the pin
+		}
+		s.deliver(c, wid, m)
+	}
+}
+
+// peekIdle finds the worker the next delivery goes to, without taking it:
+// with a pin, only the pinned worker receives; otherwise the longest waiting.
+func (s *sim) peekIdle(c *consumer) (int32, bool) {
+	if s.pinning && c.pinned >= 0 {
+		w := &s.workers[c.pinned]
+		if w.alive && w.idle {
+			return c.pinned, false
+		}
+		return -1, false // pinned worker busy, or dead until the pin moves
+	}
+	for c.idleHead < len(c.idle) {
+		id := c.idle[c.idleHead]
+		if w := &s.workers[id]; w.alive && w.idle {
+			return id, true
+		}
+		c.idleHead++
+	}
+	return -1, false
+}
+
+func (s *sim) compactIdle(c *consumer) {
+	if c.idleHead > 64 && c.idleHead*2 > len(c.idle) {
+		n := copy(c.idle, c.idle[c.idleHead:])
+		c.idle, c.idleHead = c.idle[:n], 0
+	}
+}
+
+func (s *sim) makeIdle(wid int32) {
+	w := &s.workers[wid]
+	w.idle = true
+	c := &s.consumers[w.consumer]
+	if s.pinning && c.pinned == wid {
+		return // found by the pin, not the queue
+	}
+	c.idle = append(c.idle, wid)
+}
+
+// take picks what the consumer delivers next, as the server does on a pull:
+// redeliveries first (dropping those that used up max deliver: the lazy
+// enforcement), then the next new message if a MaxAckPending slot is free
+// and it has been published. It returns -1 when there is nothing to deliver.
+func (s *sim) take(c *consumer) int32 {
+	for len(c.rdq) > 0 {
+		m := c.rdq[0]
+		c.rdq = append(c.rdq[:0], c.rdq[1:]...)
+		st := &s.msgs[m]
+		if st.status != msgPending {
+			continue // acked (late) while it waited
+		}
+		if st.exhausted {
+			st.status = msgDropped
+			c.pending--
+			continue
+		}
+		return m
+	}
+	if c.pending >= c.maxAckPending || c.next >= len(c.msgs) {
+		return -1
+	}
+	m := c.msgs[c.next]
+	if at := s.w.Messages[m].At; at > s.now {
+		if !c.waking {
+			c.waking = true
+			s.events.push(event{at: at, kind: evArrive, a: int32(c.lane)})
+		}
+		return -1
+	}
+	c.next++
+	c.pending++
+	s.msgs[m].status = msgPending
+	return m
+}
+
+// deliver starts one attempt: the workload decides how long it works and
+// whether it crashes; the ack-wait deadline is scheduled only when the ack
+// will not beat it, which keeps the event heap small.
+func (s *sim) deliver(c *consumer, wid, m int32) {
+	st := &s.msgs[m]
+	st.deliveries++
+	work, crash := s.w.Attempt(int(m), int(st.deliveries))
+	w := &s.workers[wid]
+	w.idle, w.msg, w.crash = false, m, crash
+	w.exec = s.rec.Begin(int(m), c.lane, s.now)
+	s.events.push(event{at: s.now + work, kind: evEnd, a: wid})
+	if at, ok := s.deadline(work, crash, st.deliveries); ok {
+		s.events.push(event{at: at, kind: evExpire, a: m, b: st.deliveries})
+	}
+}
+
+// deadline is when delivery d of an attempt starting now stops being
+// protected by its ack wait, and whether that happens before its ack.
+func (s *sim) deadline(work time.Duration, crash bool, d int32) (time.Duration, bool) {
+	wait := s.ackWait(d)
+	if s.cfg.InProgress {
+		// +WPI every AckWait/3 restarts the clock: while the worker lives it
+		// keeps the message, and the clock runs out one wait after its last
+		// in-progress ack before a crash.
+		if every := s.cfg.Lane.AckWait / 3; every > 0 && every < wait {
+			if !crash {
+				return 0, false
+			}
+			last := s.now
+			if work > 0 {
+				last += (work - 1) / every * every
+			}
+			return last + wait, true
+		}
+	}
+	at := s.now + wait
+	return at, crash || s.now+work > at
+}
+
+// ackWait is the wait after delivery d: the backoff step when set.
+func (s *sim) ackWait(d int32) time.Duration {
+	if b := s.cfg.Lane.BackOff; len(b) > 0 {
+		return b[min(int(d)-1, len(b)-1)]
+	}
+	return s.cfg.Lane.AckWait
+}
+
+func (s *sim) onEnd(wid int32) {
+	w := &s.workers[wid]
+	cid := w.consumer
+	c := &s.consumers[cid]
+	if w.crash {
+		s.rec.End(w.exec, s.now, record.Crashed)
+		w.alive = false
+		if s.pinning && c.pinned == wid {
+			// Nobody else receives until the pin times out.
+			s.events.push(event{at: s.now + s.cfg.Lane.PinnedTTL, kind: evPinMove, a: cid})
+		}
+		s.addWorkers(int(cid), 1) // replaced at once by a fresh worker (w is stale after this)
+		s.dispatch(c)
+		return
+	}
+	s.rec.End(w.exec, s.now, record.Done)
+	if st := &s.msgs[w.msg]; st.status == msgPending {
+		// Acks are accepted late, even while a redelivered copy is running:
+		// the lane moves on, which is how duplicates and overlaps arise.
+		st.status = msgAcked
+		c.pending--
+	}
+	s.makeIdle(wid)
+	s.dispatch(c)
+}
+
+func (s *sim) onExpire(m, d int32) {
+	st := &s.msgs[m]
+	if st.status != msgPending || st.deliveries != d {
+		return // acked in the meantime
+	}
+	if md := s.cfg.Lane.MaxDeliver; md > 0 && int(d) >= md {
+		st.exhausted = true
+	}
+	c := s.consumerOf(m)
+	i := len(c.rdq)
+	for i > 0 && c.rdq[i-1] > m {
+		i--
+	}
+	c.rdq = append(c.rdq, 0)
+	copy(c.rdq[i+1:], c.rdq[i:])
+	c.rdq[i] = m
+	s.dispatch(c)
+}
+
+func (s *sim) consumerOf(m int32) *consumer {
+	if s.cfg.Strategy == Lanes {
+		return &s.consumers[s.cfg.KeyPartition[s.w.Messages[m].Key]]
+	}
+	return &s.consumers[0]
+}
