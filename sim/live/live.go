@@ -52,8 +52,9 @@ type Options struct {
 	// only: an embedded server goes away with the run).
 	Keep bool
 
-	// Progress, when set, is called about ten times a second and once at
-	// the end of each strategy with the messages done so far.
+	// Progress, when set, is called with the messages done so far (first
+	// completions) when a strategy starts, about twenty times a second while
+	// it runs, and once at its end; always from the goroutine that called Run.
 	Progress func(strategy string, done, total int)
 	// BeforeCleanup, when set, is called after each strategy's workers have
 	// stopped and before its stream is removed (also with Keep), with the
@@ -96,6 +97,9 @@ func Run(ctx context.Context, o Options) ([]record.Result, error) {
 	id := randomID()
 	var results []record.Result
 	for _, s := range o.Strategies {
+		if ctx.Err() != nil {
+			return results, ctx.Err()
+		}
 		res, err := runStrategy(ctx, c, connOpts, o, id, s)
 		if res != nil {
 			results = append(results, *res)

@@ -130,6 +130,7 @@ func (r *strategyRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.report()
 	if err := pub.send(ctx, r.backlog()); err != nil || ctx.Err() != nil {
 		return cmp.Or(err, ctx.Err())
 	}
