@@ -104,8 +104,9 @@ func shortestAckWait(ackWait time.Duration, backoff []time.Duration) time.Durati
 }
 
 // run starts the workers and waits until they are all ready, publishes the
-// backlog, starts the clock and the publisher of the rest, and supervises until the server has nothing more to
-// deliver. Then it stops everything and waits for it.
+// backlog, starts the clock and the publisher of the rest, and supervises
+// until the server has nothing more to deliver. Then it stops everything
+// and waits for it.
 func (r *strategyRun) run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -168,15 +169,20 @@ func (r *strategyRun) startWorkers(ctx context.Context, wg *sync.WaitGroup, fail
 			}()
 		}
 	}
-	return readyAfter(ready, total)
+	return readyAfter(ctx, ready, total)
 }
 
-// readyAfter closes the returned channel after n sends on ready.
-func readyAfter(ready chan struct{}, n int) chan struct{} {
+// readyAfter closes the returned channel after n sends on ready; it gives
+// up when ctx ends (a worker failed, or the run was stopped).
+func readyAfter(ctx context.Context, ready chan struct{}, n int) chan struct{} {
 	all := make(chan struct{})
 	go func() {
 		for i := 0; i < n; i++ {
-			<-ready
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return
+			}
 		}
 		close(all)
 	}()
