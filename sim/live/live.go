@@ -1,0 +1,168 @@
+// Package live runs a simulation workload on a real nats-server: it applies
+// the design to a stream of its own, publishes the workload, runs real
+// workers (goroutines with their own connections, pull consumers, acks,
+// in-progress acks, injected crashes) and judges what they did with the same
+// Recorder the model uses. It removes everything it created unless asked to
+// keep it, also on error and on cancellation.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/embedded"
+	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// Strategies, the same names the model uses.
+const (
+	Single    = "single"    // one shared consumer, max ack pending 1
+	Lanes     = "lanes"     // the design: one serial lane per partition
+	Unordered = "unordered" // one shared consumer, max ack pending = all workers
+	Versioned = "versioned" // like unordered, into a version-checked store
+)
+
+// Options describe one live run.
+type Options struct {
+	// Conn reaches the server when ServerGiven is true.
+	Conn connect.Options
+	// ServerGiven says a server was named (flags, NATS_URL or a context).
+	// When false, Run starts an embedded nats-server in a temporary
+	// directory and removes it afterwards.
+	ServerGiven bool
+
+	Plan       *planner.Plan
+	Workload   *workload.Workload
+	Strategies []string // run one after another, in this order
+
+	// WorkersPerLane is the number of workers on each lane (default 1).
+	// Every strategy gets the same total: partitions x WorkersPerLane.
+	WorkersPerLane int
+	// AckWait overrides the design's lane ack wait when positive.
+	AckWait time.Duration
+	// InProgress makes workers send +WPI every ack wait / 3 while working.
+	InProgress bool
+	// Keep leaves the streams and consumers on the server (a given server
+	// only: an embedded server goes away with the run).
+	Keep bool
+
+	// Progress, when set, is called with the messages done so far (first
+	// completions) when a strategy starts, about twenty times a second while
+	// it runs, and once at its end; always from the goroutine that called Run.
+	Progress func(strategy string, done, total int)
+	// BeforeCleanup, when set, is called after each strategy's workers have
+	// stopped and before its stream is removed (also with Keep), with the
+	// control connection and the stream name, e.g. to print the lane table.
+	// ctx is not the caller's: it still works after a cancellation.
+	BeforeCleanup func(ctx context.Context, c *connect.Conn, strategy, stream string)
+
+	// hold is a test-only fault: a worker that receives a message for
+	// which hold returns true acks it unprocessed, runs the next message of
+	// the same key first, then runs the held one. The order check must
+	// catch it.
+	hold func(msg int) bool
+}
+
+// cleanupTimeout bounds the hook and the removal after a cancellation.
+const cleanupTimeout = 30 * time.Second
+
+// Run runs each strategy on the server, one after another, and returns one
+// Result per strategy run. When ctx is cancelled it stops the publisher and
+// the workers, cleans up, and returns the results so far (the interrupted
+// strategy's partial result last) together with ctx.Err().
+func Run(ctx context.Context, o Options) ([]record.Result, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	connOpts, stop, err := o.server()
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	openCtx, cancel := context.WithTimeout(ctx, timeoutOf(connOpts))
+	c, err := connect.Open(openCtx, connOpts)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+
+	id := randomID()
+	var results []record.Result
+	for _, s := range o.Strategies {
+		if ctx.Err() != nil {
+			return results, ctx.Err()
+		}
+		res, err := runStrategy(ctx, c, connOpts, o, id, s)
+		if res != nil {
+			results = append(results, *res)
+		}
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+func (o *Options) check() error {
+	switch {
+	case o.Plan == nil:
+		return errors.New("live simulation: no plan")
+	case o.Workload == nil:
+		return errors.New("live simulation: no workload")
+	case len(o.Strategies) == 0:
+		return errors.New("live simulation: no strategy to run")
+	case o.WorkersPerLane < 0:
+		return fmt.Errorf("--workers must be at least 1")
+	case o.AckWait < 0:
+		return fmt.Errorf("--ack-wait must be a positive duration")
+	}
+	if o.WorkersPerLane == 0 {
+		o.WorkersPerLane = 1
+	}
+	for _, s := range o.Strategies {
+		switch s {
+		case Single, Lanes, Unordered, Versioned:
+		default:
+			return fmt.Errorf("strategy %q cannot run live (live strategies: single, lanes, unordered, versioned)", s)
+		}
+	}
+	return nil
+}
+
+// server returns the connection options to use, and a function that stops
+// whatever server it started. With no server given it starts an embedded
+// one in a temporary directory, removed by stop.
+func (o *Options) server() (connect.Options, func(), error) {
+	if o.ServerGiven {
+		return o.Conn, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "lanes-sim-*")
+	if err != nil {
+		return connect.Options{}, nil, fmt.Errorf("embedded nats-server: %w", err)
+	}
+	s, err := embedded.Start(embedded.Options(dir))
+	if err != nil {
+		os.RemoveAll(dir)
+		return connect.Options{}, nil, err
+	}
+	stop := func() {
+		s.Stop()
+		os.RemoveAll(dir)
+	}
+	return connect.Options{Server: s.ClientURL(), Timeout: o.Conn.Timeout, Name: "lanes-simulate"}, stop, nil
+}
+
+func timeoutOf(o connect.Options) time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return connect.DefaultTimeout
+}

@@ -1,0 +1,277 @@
+package live
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// strategyRun is one strategy on its own stream: the shared state of the
+// publisher, the workers and the supervisor.
+type strategyRun struct {
+	o        *Options
+	strategy string
+	c        *connect.Conn   // control: setup, publishing, settle checks
+	workerCO connect.Options // how workers connect
+	box      *sandbox
+	lanes    []lane
+	w        *workload.Workload
+	rec      *record.Recorder
+	subjects []string // per key, the published subject inside the sandbox
+	ackWait  time.Duration
+
+	started   chan struct{} // closed when the clock starts
+	start     time.Time
+	done      []atomic.Bool // per message: completed at least once
+	completed atomic.Int64
+	inflight  atomic.Int64 // executions begun and not ended, plus held messages
+}
+
+// runStrategy sets up a sandbox, runs the strategy to the end (or until ctx
+// is cancelled) and removes the sandbox unless Keep. It returns a result
+// whenever the workers ran, even with an error.
+func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id, strategy string) (res *record.Result, err error) {
+	box, err := newSandbox(o.Plan, id, strategy, o.AckWait, !o.ServerGiven)
+	if err != nil {
+		return nil, err
+	}
+	defs, lanes := box.consumers(strategy, o.WorkersPerLane)
+	r := &strategyRun{o: &o, strategy: strategy, c: c, workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
+		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
+		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff)}
+	if r.rec, err = r.recorder(); err != nil {
+		return nil, err
+	}
+	for _, subj := range o.Workload.Spec.Keys.Subjects {
+		r.subjects = append(r.subjects, box.prefix+"."+subj)
+	}
+	// From here on the stream may exist: whatever happens, clean up. The
+	// cleanup must work after a cancellation, so it gets its own deadline.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if res != nil && o.BeforeCleanup != nil {
+			o.BeforeCleanup(cctx, c, strategy, box.stream)
+		}
+		if !o.Keep || !o.ServerGiven {
+			if rerr := box.remove(cctx, c); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+	}()
+	if err := box.create(ctx, c, defs); err != nil {
+		return nil, err
+	}
+	err = r.run(ctx)
+	result := r.rec.Result()
+	r.report()
+	return &result, err
+}
+
+// recorder judges the run. Lanes are the design's partitions; shared
+// strategies are one lane (one consumer) with every worker on it.
+func (r *strategyRun) recorder() (*record.Recorder, error) {
+	o, w := r.o, r.w
+	if r.strategy != Lanes {
+		return record.New(w, r.strategy, 1, len(o.Plan.Consumers)*o.WorkersPerLane, func(int) int { return 0 }, r.strategy == Versioned), nil
+	}
+	keyLane := make([]int, len(w.Spec.Keys.Subjects))
+	for k, subj := range w.Spec.Keys.Subjects {
+		l, ok := o.Plan.LaneOf(subj)
+		if !ok {
+			return nil, fmt.Errorf("live simulation: key subject %q does not match the design's subject %s", subj, o.Plan.Design.Subject)
+		}
+		keyLane[k] = l.Partition
+	}
+	laneOf := func(msg int) int { return keyLane[w.Messages[msg].Key] }
+	return record.New(w, Lanes, len(o.Plan.Consumers), o.WorkersPerLane, laneOf, false), nil
+}
+
+// shortestAckWait is the shortest time the server waits for an ack: with
+// BackOff, each redelivery has its own.
+func shortestAckWait(ackWait time.Duration, backoff []time.Duration) time.Duration {
+	for _, b := range backoff {
+		ackWait = min(ackWait, b)
+	}
+	return ackWait
+}
+
+// run starts the workers and waits until they are all ready, publishes the
+// backlog, starts the clock and the publisher of the rest, and supervises
+// until the server has nothing more to deliver. Then it stops everything
+// and waits for it.
+func (r *strategyRun) run(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		stop() // workers and publisher see the cancellation and leave
+		wg.Wait()
+	}()
+
+	errs := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	ready := r.startWorkers(ctx, &wg, fail)
+	if err := waitReady(ctx, ready, errs); err != nil {
+		return err
+	}
+
+	pub, err := r.newPublisher()
+	if err != nil {
+		return err
+	}
+	r.report()
+	if err := pub.send(ctx, r.backlog()); err != nil || ctx.Err() != nil {
+		return cmp.Or(err, ctx.Err())
+	}
+
+	r.start = time.Now()
+	close(r.started)
+	published := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		published <- pub.send(ctx, len(r.w.Messages))
+	}()
+	return r.supervise(ctx, published, errs)
+}
+
+// startWorkers starts every worker; each sends on ready once it can pull.
+// Connections are opened a few at a time so a thousand lanes do not storm
+// the server.
+func (r *strategyRun) startWorkers(ctx context.Context, wg *sync.WaitGroup, fail func(error)) chan struct{} {
+	total := 0
+	for _, l := range r.lanes {
+		total += l.workers
+	}
+	ready := make(chan struct{}, total)
+	opening := make(chan struct{}, 32)
+	for _, l := range r.lanes {
+		for i := 0; i < l.workers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wk := &worker{r: r, lane: l, opening: opening, ready: ready}
+				if err := wk.run(ctx); err != nil {
+					fail(err)
+				}
+			}()
+		}
+	}
+	return readyAfter(ctx, ready, total)
+}
+
+// readyAfter closes the returned channel after n sends on ready; it gives
+// up when ctx ends (a worker failed, or the run was stopped).
+func readyAfter(ctx context.Context, ready chan struct{}, n int) chan struct{} {
+	all := make(chan struct{})
+	go func() {
+		for i := 0; i < n; i++ {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(all)
+	}()
+	return all
+}
+
+func waitReady(ctx context.Context, ready <-chan struct{}, errs <-chan error) error {
+	select {
+	case <-ready:
+		return nil
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Supervision timing: progress is reported every tick; once everything is
+// published the server is asked whether anything is left to deliver, every
+// tick when every message is done (duplicates may still be on their way),
+// every settleSlow otherwise (messages can be waiting out an ack wait, or be
+// dropped by max deliver). Two quiet answers in a row end the run: a
+// redelivery sent just before a late ack shows up as in flight by then.
+const (
+	tick       = 50 * time.Millisecond
+	settleSlow = 10 // ticks
+)
+
+func (r *strategyRun) supervise(ctx context.Context, published <-chan error, errs <-chan error) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	publishing, quiet, ticks := true, 0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errs:
+			return err
+		case err := <-published:
+			if err != nil {
+				return err
+			}
+			publishing, published = false, nil
+			continue
+		case <-t.C:
+		}
+		r.report()
+		ticks++
+		if publishing || (int(r.completed.Load()) < len(r.done) && ticks%settleSlow != 0) {
+			continue
+		}
+		ok, err := r.settled(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			quiet = 0
+			continue
+		}
+		if quiet++; quiet >= 2 {
+			return nil
+		}
+	}
+}
+
+// settled: no worker holds a message and the server has nothing to deliver.
+func (r *strategyRun) settled(ctx context.Context) (bool, error) {
+	if r.inflight.Load() != 0 {
+		return false, nil
+	}
+	ok, err := r.box.settled(ctx, r.c)
+	if err != nil && ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return ok && r.inflight.Load() == 0, err
+}
+
+func (r *strategyRun) report() {
+	if r.o.Progress != nil {
+		r.o.Progress(r.strategy, int(r.completed.Load()), len(r.done))
+	}
+}
+
+// now is the time since the clock started, the Recorder's time base.
+func (r *strategyRun) now() time.Duration { return time.Since(r.start) }
+
+// markDone counts a message's first completion.
+func (r *strategyRun) markDone(msg int) {
+	if r.done[msg].CompareAndSwap(false, true) {
+		r.completed.Add(1)
+	}
+}

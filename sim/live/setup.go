@@ -1,0 +1,211 @@
+package live
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// subjectRoot is the first token of every subject a live run uses.
+const subjectRoot = "lanes_sim"
+
+// lane is one consumer of a strategy run and the workers that pull from it.
+type lane struct {
+	index   int // the lane number the Recorder sees
+	name    string
+	workers int
+	group   string // priority group for pinned lanes, else empty
+}
+
+// sandbox is a strategy's own copy of the design: its own stream name and
+// its subjects under a unique prefix, so it can neither touch nor overlap
+// anything already on the server.
+type sandbox struct {
+	plan   *planner.Plan // the design re-planned inside the sandbox
+	prefix string        // prepended to every published subject
+	stream string
+}
+
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+// newSandbox re-plans the design with its subjects under
+// lanes_sim.<id>.<strategy> and a stream named LANES_SIM_<ID>_<STRATEGY>.
+// The mapping always lives in the stream (an account mapping cannot be
+// installed through the JetStream API); it partitions exactly the same way.
+func newSandbox(p *planner.Plan, id, strategy string, ackWait time.Duration, singleServer bool) (*sandbox, error) {
+	prefix := strings.Join([]string{subjectRoot, id, strategy}, ".")
+	d := p.Design
+	d.Origin = maps.Clone(d.Origin) // SetOrigin below must not change the caller's plan
+	d.Subject = prefix + "." + d.Subject
+	switch {
+	case d.Destination != "":
+		d.Destination = planner.Destination(prefix + "." + string(d.Destination))
+	case d.Prefix != "":
+		d.Prefix = prefix + "." + d.Prefix
+	}
+	d.Mapping = planner.MappingStream
+	d.Stream.Name = strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(subjectRoot + "_" + id + "_" + strategy))
+	if ackWait > 0 {
+		d.Lane.AckWait = planner.Duration(ackWait)
+		d.SetOrigin("lane.ack_wait", "--ack-wait")
+	}
+	if singleServer {
+		// The embedded server is one node: replicas above 1 cannot be placed.
+		d.Stream.Replicas, d.Lane.Replicas = 1, 0
+	}
+	sp, err := planner.New(d)
+	if err != nil {
+		return nil, fmt.Errorf("live simulation: %w", err)
+	}
+	return &sandbox{plan: sp, prefix: prefix, stream: sp.Stream.Name}, nil
+}
+
+// consumers are the definitions a strategy runs on, and the lanes that pull
+// from them. Shared strategies use lane 0's definition without its filter,
+// lane tags or priority group.
+func (s *sandbox) consumers(strategy string, workersPerLane int) ([]planner.ConsumerConfig, []lane) {
+	partitions := len(s.plan.Consumers)
+	total := partitions * workersPerLane
+	if strategy == Lanes {
+		var defs []planner.ConsumerConfig
+		var lanes []lane
+		for i, c := range s.plan.Consumers {
+			// Every worker's pull must be able to wait on the lane.
+			c.MaxWaiting = max(c.MaxWaiting, workersPerLane)
+			group := ""
+			if len(c.PriorityGroups) > 0 {
+				group = c.PriorityGroups[0]
+			}
+			defs = append(defs, c)
+			lanes = append(lanes, lane{index: i, name: c.Durable, workers: workersPerLane, group: group})
+		}
+		return defs, lanes
+	}
+	c := s.plan.Consumers[0]
+	c.Durable = s.plan.Design.Name + "-" + strategy
+	c.Description = fmt.Sprintf("lanes simulate: %s strategy, one consumer shared by %d workers", strategy, total)
+	c.FilterSubject = ""
+	c.MaxAckPending = total
+	if strategy == Single {
+		c.MaxAckPending = 1
+	}
+	c.MaxWaiting = max(c.MaxWaiting, total)
+	c.Metadata = map[string]string{"lanes.simulate": strategy}
+	c.PriorityGroups, c.PriorityPolicy, c.PriorityTimeout = nil, "", 0
+	return []planner.ConsumerConfig{c}, []lane{{index: 0, name: c.Durable, workers: total}}
+}
+
+// create makes the stream and its consumers from the plan's definitions.
+// They are fresh, so there is nothing to diff. Consumers are created a few
+// at a time: a thousand lanes one by one take seconds.
+func (s *sandbox) create(ctx context.Context, c *connect.Conn, defs []planner.ConsumerConfig) error {
+	var cfg jetstream.StreamConfig
+	if err := convert(s.plan.Stream, &cfg); err != nil {
+		return err
+	}
+	rctx, cancel := c.Ctx(ctx)
+	st, err := c.JS.CreateStream(rctx, cfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("creating the simulation stream %s: %w", s.stream, c.Classify(rctx, err))
+	}
+	return parallel(len(defs), 16, func(i int) error {
+		var cc jetstream.ConsumerConfig
+		if err := convert(defs[i], &cc); err != nil {
+			return err
+		}
+		rctx, cancel := c.Ctx(ctx)
+		defer cancel()
+		if _, err := st.CreateConsumer(rctx, cc); err != nil {
+			return fmt.Errorf("creating the simulation consumer %s: %w", cc.Durable, c.Classify(rctx, err))
+		}
+		return nil
+	})
+}
+
+// remove deletes the stream, and with it its consumers. A stream that was
+// never created is not an error.
+func (s *sandbox) remove(ctx context.Context, c *connect.Conn) error {
+	rctx, cancel := c.Ctx(ctx)
+	defer cancel()
+	err := c.JS.DeleteStream(rctx, s.stream)
+	if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	return fmt.Errorf("removing the simulation stream %s: %w", s.stream, c.Classify(rctx, err))
+}
+
+// settled reports whether every consumer has delivered everything and has
+// nothing waiting for an ack: the server will deliver nothing more.
+func (s *sandbox) settled(ctx context.Context, c *connect.Conn) (bool, error) {
+	rctx, cancel := c.Ctx(ctx)
+	defer cancel()
+	st, err := c.JS.Stream(rctx, s.stream)
+	if err != nil {
+		return false, c.Classify(rctx, err)
+	}
+	list := st.ListConsumers(rctx)
+	quiet := true
+	for info := range list.Info() {
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			quiet = false
+		}
+	}
+	if err := list.Err(); err != nil {
+		return false, c.Classify(rctx, err)
+	}
+	return quiet, nil
+}
+
+// convert turns a plan definition (JetStream API JSON form) into the
+// client's type through that same JSON form.
+func convert(def, out any) error {
+	b, err := json.Marshal(def)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// parallel runs fn(0..n-1) with at most width in flight and returns the
+// first error.
+func parallel(n, width int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, width)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}

@@ -1,0 +1,109 @@
+package live
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// The sandbox re-plans the design under its own subjects and stream, in
+// stream mode, without changing the caller's plan.
+func TestSandboxIsolatesTheDesign(t *testing.T) {
+	p := newPlan(t, 4, func(d *planner.Design) {
+		d.Mapping = planner.MappingAccount
+		d.Stream.Replicas = 3
+		d.SetOrigin("name", "lanes.yaml:1")
+	})
+	box, err := newSandbox(p, "ab12cd34", Lanes, 2*time.Second, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := box.plan
+	if box.stream != "LANES_SIM_AB12CD34_LANES" || sp.Stream.Name != box.stream {
+		t.Errorf("stream %q / %q", box.stream, sp.Stream.Name)
+	}
+	if box.prefix != "lanes_sim.ab12cd34.lanes" || sp.Stream.Subjects[0] != "lanes_sim.ab12cd34.lanes.msgs.received_from.*" {
+		t.Errorf("prefix %q, subjects %v", box.prefix, sp.Stream.Subjects)
+	}
+	if sp.Stream.SubjectTransform == nil || !strings.HasPrefix(sp.Stream.SubjectTransform.Destination, box.prefix+".") {
+		t.Errorf("the mapping must live in the sandbox stream: %+v", sp.Stream.SubjectTransform)
+	}
+	if sp.Stream.Replicas != 1 || sp.Consumers[0].AckWait != 2*time.Second {
+		t.Errorf("replicas %d, ack wait %s", sp.Stream.Replicas, sp.Consumers[0].AckWait)
+	}
+	for i, c := range sp.Consumers {
+		if !strings.HasPrefix(c.FilterSubject, box.prefix+".") || c.Durable != p.Consumers[i].Durable {
+			t.Errorf("lane %d: %s filters %s", i, c.Durable, c.FilterSubject)
+		}
+	}
+	// The same key lands in the same lane inside the sandbox.
+	for _, key := range []string{"alice", "bob", "carol", "dave"} {
+		subj, _ := p.SubjectForKey(key)
+		out, _ := p.LaneOf(subj)
+		in, _ := sp.LaneOf(box.prefix + "." + subj)
+		if out.Partition != in.Partition {
+			t.Errorf("%s: lane %d outside, %d inside", key, out.Partition, in.Partition)
+		}
+	}
+	if p.Design.Mapping != planner.MappingAccount || p.Design.Origin["lane.ack_wait"] != "" || p.Stream.Replicas != 3 {
+		t.Errorf("the caller's plan changed: %+v", p.Design)
+	}
+}
+
+func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
+	prefixed := newPlan(t, 4, func(d *planner.Design) { d.Prefix = "lanes.orders" })
+	box, err := newSandbox(prefixed, "x", Lanes, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := box.plan.Consumers[0].FilterSubject; !strings.HasPrefix(f, "lanes_sim.x.lanes.lanes.orders.") {
+		t.Errorf("prefix design filter %q", f)
+	}
+	adopted := newPlan(t, 0, func(d *planner.Design) {
+		d.Destination = "parts.{{partition(3,1)}}.{{wildcard(1)}}"
+	})
+	box, err = newSandbox(adopted, "x", Lanes, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(box.plan.Consumers) != 3 || box.plan.Consumers[2].FilterSubject != "lanes_sim.x.lanes.parts.2.*" {
+		t.Errorf("adopted destination: %+v", box.plan.Consumers)
+	}
+}
+
+// Shared strategies get one consumer over everything, sized for every
+// worker; lanes get the plan's consumers.
+func TestStrategyConsumers(t *testing.T) {
+	p := newPlan(t, 4, func(d *planner.Design) { d.Lane.Pinned = true })
+	box, err := newSandbox(p, "x", Single, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		strategy   string
+		consumers  int
+		ackPending int
+		workers    int
+		group      string
+	}{
+		{Single, 1, 1, 8, ""},
+		{Unordered, 1, 8, 8, ""},
+		{Versioned, 1, 8, 8, ""},
+		{Lanes, 4, 1, 2, planner.PinnedGroup},
+	} {
+		defs, lanes := box.consumers(tc.strategy, 2)
+		if len(defs) != tc.consumers || len(lanes) != tc.consumers {
+			t.Errorf("%s: %d consumers", tc.strategy, len(defs))
+			continue
+		}
+		d, l := defs[0], lanes[0]
+		if d.MaxAckPending != tc.ackPending || l.workers != tc.workers || l.group != tc.group || d.MaxWaiting < l.workers {
+			t.Errorf("%s: max ack pending %d, workers %d, group %q, max waiting %d", tc.strategy, d.MaxAckPending, l.workers, l.group, d.MaxWaiting)
+		}
+		if tc.strategy != Lanes && (d.FilterSubject != "" || len(d.PriorityGroups) != 0 || d.Metadata[planner.MetaDesign] != "") {
+			t.Errorf("%s: a shared consumer is no lane: %+v", tc.strategy, d)
+		}
+	}
+}
