@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
 )
 
@@ -206,9 +207,9 @@ func TestSimulateSweep(t *testing.T) {
 func TestSimulateLiveShowsModelBeside(t *testing.T) {
 	t.Setenv("NATS_URL", "") // no server named: the live runner is to embed one
 	t.Setenv("NATS_CONTEXT", "")
-	var got LiveRequest
-	defer func(f func(context.Context, LiveRequest) ([]record.Result, error)) { runLive = f }(runLive)
-	runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {
+	var got live.Options
+	defer func(f func(context.Context, live.Options) ([]record.Result, error)) { runLive = f }(runLive)
+	runLive = func(ctx context.Context, req live.Options) ([]record.Result, error) {
 		got = req
 		req.Progress("lanes", 1, 2)
 		var out []record.Result
@@ -222,8 +223,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	if got.ServerGiven || got.WorkersPerLane != 2 || !got.InProgress || !got.Keep || got.Plan.Design.Partitions != 8 ||
-		strings.Join(got.Strategies, ",") != "single,lanes" || got.AckWait != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 ||
-		len(got.Configs) != 2 || got.Configs[1].Shape().Consumers != 8 || got.Configs[0].Shape().WorkersEach != 16 {
+		strings.Join(got.Strategies, ",") != "single,lanes" || got.Plan.Design.Lane.AckWait.D() != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 {
 		t.Fatalf("live request %+v", got)
 	}
 	doc := simJSON(t, "--live")
@@ -235,8 +235,8 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 
 // Ctrl-C during a live run still prints what was measured, then exits 130.
 func TestSimulateLiveInterruptedStillReports(t *testing.T) {
-	defer func(f func(context.Context, LiveRequest) ([]record.Result, error)) { runLive = f }(runLive)
-	runLive = func(ctx context.Context, req LiveRequest) ([]record.Result, error) {
+	defer func(f func(context.Context, live.Options) ([]record.Result, error)) { runLive = f }(runLive)
+	runLive = func(ctx context.Context, req live.Options) ([]record.Result, error) {
 		return []record.Result{{Strategy: "single", Messages: 1000, Completed: 400, Throughput: 99}}, context.Canceled
 	}
 	code, out, _ := simMain(t, "simulate", "--live")
@@ -245,10 +245,35 @@ func TestSimulateLiveInterruptedStillReports(t *testing.T) {
 	}
 }
 
-func TestSimulateLiveNotWired(t *testing.T) {
-	code, out, errs := simMain(t, "simulate", "--live")
-	if code != ExitError || out != "" || !strings.Contains(errs, "sim/live") {
-		t.Fatalf("exit %d, %q, %q", code, out, errs)
+// The real thing, end to end: no server named, so an embedded one runs the
+// seed story and the live figures appear beside the model's.
+func TestSimulateLiveEmbedded(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	code, out, errs := simMain(t, "simulate", "--live", "--messages", "90", "--process-time", "2ms", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var doc struct {
+		Mode    string
+		Results []struct {
+			Strategy        string
+			Completed       int
+			OrderViolations int `json:"order_violations"`
+			Model           *struct{ Throughput float64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.Mode != "live" || len(doc.Results) != 2 {
+		t.Fatalf("live document: %s", out)
+	}
+	for _, r := range doc.Results {
+		if r.Completed != 90 || r.OrderViolations != 0 || r.Model == nil || r.Model.Throughput <= 0 {
+			t.Fatalf("%s: %+v", r.Strategy, r)
+		}
 	}
 }
 
