@@ -429,3 +429,29 @@ func (l *Layout) PartitionOfFilter(filter string) (int, bool) {
 	}
 	return p, p >= 0
 }
+
+// StoredKey returns the key tokens of a stored (partitioned) subject joined
+// by '.', and false when the subject does not have this layout's shape. It
+// lets inspect name the key a stuck or misplaced message belongs to.
+func (l *Layout) StoredKey(stored string) (string, bool) {
+	toks := strings.Split(stored, ".")
+	if len(toks) != len(l.destTokens) {
+		return "", false
+	}
+	byWild := map[int]string{}
+	for i, t := range l.destTokens {
+		switch t.kind {
+		case destLiteral:
+			if toks[i] != t.literal {
+				return "", false
+			}
+		case destWildcard:
+			byWild[t.wild] = toks[i]
+		}
+	}
+	parts := make([]string, len(l.KeyTokens))
+	for i, k := range l.KeyTokens {
+		parts[i] = byWild[k]
+	}
+	return strings.Join(parts, "."), true
+}
