@@ -14,11 +14,6 @@ func applyCommand(io *IO) *cli.Command {
 		Action: func(*cli.Context) error { return errors.New("apply is not built yet") }}
 }
 
-func inspectCommand(io *IO) *cli.Command {
-	return &cli.Command{Name: "inspect", Usage: "per-lane health (not built yet)",
-		Action: func(*cli.Context) error { return errors.New("inspect is not built yet") }}
-}
-
 func simulateCommand(io *IO) *cli.Command {
 	return &cli.Command{Name: "simulate", Usage: "predict and prove a design (not built yet)",
 		Action: func(*cli.Context) error { return errors.New("simulate is not built yet") }}
