@@ -279,7 +279,7 @@ func (j *judge) unavailable(name string, state State, reason string, layouts []*
 		}
 	}
 	j.report.Lanes = append(j.report.Lanes, lane)
-	what := "did not answer in time: its leader is unavailable"
+	what := "is unavailable: the server could not get its state (its leader is down or did not answer in time)"
 	if state == StateOffline {
 		what = "is offline: " + reason
 	}
