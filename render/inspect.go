@@ -2,9 +2,11 @@ package render
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -390,8 +392,11 @@ type findingDoc struct {
 
 // InspectJSON writes the report as one JSON document; places, when given,
 // answer --key.
+// The document has one lane (and one finding) per line: readable and
+// greppable, and several times cheaper to write than indenting every field
+// of thousands of lanes.
 func InspectJSON(w io.Writer, r *health.Report, places []health.KeyPlace) error {
-	return JSON(w, inspectDocument(r, places))
+	return lineJSON(w, inspectDocument(r, places))
 }
 
 // InspectJSONLine writes the report as one line of JSON, for watch mode
@@ -401,6 +406,64 @@ func InspectJSONLine(w io.Writer, r *health.Report) error {
 }
 
 func compactJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// lineJSON writes a struct as a JSON object with one top-level field per
+// line and, for array fields, one compact element per line. Field names and
+// omitempty come from the struct's json tags.
+func lineJSON(w io.Writer, doc any) error {
+	b := bufio.NewWriterSize(w, 64<<10)
+	v := reflect.ValueOf(doc)
+	t := v.Type()
+	b.WriteString("{")
+	first := true
+	for i := 0; i < t.NumField(); i++ {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := v.Field(i)
+		if opts == "omitempty" && f.IsZero() {
+			continue
+		}
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		fmt.Fprintf(b, "\n  %q: ", name)
+		if f.Kind() != reflect.Slice {
+			if err := writeCompact(b, f.Interface()); err != nil {
+				return err
+			}
+			continue
+		}
+		b.WriteString("[")
+		for j := 0; j < f.Len(); j++ {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString("\n    ")
+			if err := writeCompact(b, f.Index(j).Interface()); err != nil {
+				return err
+			}
+		}
+		if f.Len() > 0 {
+			b.WriteString("\n  ")
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("\n}\n")
+	return b.Flush()
+}
+
+// writeCompact writes v as compact JSON, with '>' and '<' as they are
+// (subjects contain them; json.Marshal would escape them for HTML).
+func writeCompact(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return err
+}
 
 func inspectDocument(r *health.Report, places []health.KeyPlace) inspectDoc {
 	d := inspectDoc{

@@ -129,3 +129,19 @@ func Fetch(t testing.TB, js jetstream.JetStream, stream, lane string, n int, ack
 	}
 	return out
 }
+
+// PublishAsync publishes many subjects with acks in flight, and waits for
+// them all: for benchmarks that need thousands of messages.
+func PublishAsync(t testing.TB, js jetstream.JetStream, subjects ...string) {
+	t.Helper()
+	for _, s := range subjects {
+		if _, err := js.PublishAsync(s, []byte("m")); err != nil {
+			t.Fatalf("publish %s: %v", s, err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("async publishes not acknowledged within a minute")
+	}
+}

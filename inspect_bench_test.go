@@ -1,0 +1,104 @@
+//go:build unix
+
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// BenchmarkInspectProcess measures what a user waits for: the whole
+// `lanes inspect -o json` process (start, connect, read, judge, print)
+// against an embedded server with N lanes, every lane with a backlog (the
+// costly case: one head lookup per lane). When natscli is on PATH, each
+// iteration also runs `nats consumer report` on the same stream and the
+// ratio is reported; CI has no natscli and reports lanes alone.
+//
+//	go test -run '^$' -bench BenchmarkInspectProcess -benchtime 20x .
+func BenchmarkInspectProcess(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "lanes")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	nats, _ := exec.LookPath("nats")
+	for _, n := range []int{256, 1024, 4096} {
+		b.Run(fmt.Sprintf("lanes=%d", n), func(b *testing.B) {
+			url, stream := benchStream(b, n)
+			lanesArgs := []string{"inspect", "--server", url, "--stream", stream, "-o", "json"}
+			natsArgs := []string{"consumer", "report", stream, "--server", url}
+			var lanesTime, natsTime time.Duration
+			var rss int64
+			for b.Loop() {
+				d, r := runProcess(b, bin, lanesArgs...)
+				lanesTime += d
+				rss = max(rss, r)
+				if nats != "" {
+					d, _ := runProcess(b, nats, natsArgs...)
+					natsTime += d
+				}
+			}
+			b.ReportMetric(float64(lanesTime.Milliseconds())/float64(b.N), "lanes-ms/op")
+			b.ReportMetric(float64(rss), "lanes-maxrss-KB")
+			if nats == "" {
+				b.Log("natscli (nats) not on PATH: comparison skipped")
+				return
+			}
+			b.ReportMetric(float64(natsTime.Milliseconds())/float64(b.N), "nats-ms/op")
+			b.ReportMetric(float64(lanesTime)/float64(natsTime), "lanes/nats")
+		})
+	}
+}
+
+// benchStream starts a server with one stream of n lanes and 4 messages
+// per lane on average, every lane holding some.
+func benchStream(b *testing.B, n int) (url, stream string) {
+	srv := natstest.Start(b)
+	_, js := natstest.Connect(b, srv.URL())
+	p, err := planner.New(planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	natstest.CreateLanes(b, js, p)
+	// Four keys per lane, found in one pass over generated keys.
+	per := make([]int, n)
+	var subjects []string
+	for i, full := 0, 0; full < n; i++ {
+		s := fmt.Sprintf("bench.received_from.k%d", i)
+		part, _ := p.Layout.PartitionOf([]byte(s))
+		if per[part] < 4 {
+			subjects = append(subjects, s)
+			if per[part]++; per[part] == 4 {
+				full++
+			}
+		}
+	}
+	natstest.PublishAsync(b, js, subjects...)
+	return srv.URL(), p.Stream.Name
+}
+
+// runProcess runs a command to completion and returns its wall time and
+// peak resident memory (KB on Linux).
+func runProcess(b *testing.B, bin string, args ...string) (time.Duration, int64) {
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, out)
+	}
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = int64(ru.Maxrss)
+	}
+	return d, rss
+}
