@@ -257,8 +257,9 @@ func (r *Report) Summarize() {
 	r.Summary = s
 }
 
-// Only returns a copy of the report with just the named lanes and the
-// findings about them (stream-wide findings are dropped).
+// Only returns a copy of the report with just the named lanes, the
+// findings about them, and the stream-wide findings (a gap, misplaced
+// messages) that may explain them.
 func (r *Report) Only(names ...string) *Report {
 	keep := map[string]bool{}
 	for _, n := range names {
@@ -272,7 +273,7 @@ func (r *Report) Only(names ...string) *Report {
 		}
 	}
 	for _, f := range r.Findings {
-		if keep[f.Lane] {
+		if f.Lane == "" || keep[f.Lane] {
 			out.Findings = append(out.Findings, f)
 		}
 	}

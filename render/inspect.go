@@ -20,7 +20,9 @@ import (
 func InspectTable(w io.Writer, s Styles, r *health.Report) error {
 	inspectHeading(w, s, r)
 	fmt.Fprintln(w)
-	if err := laneTable(w, s, r); err != nil {
+	if len(r.Lanes) == 0 {
+		fmt.Fprintln(w, s.Warn.Render("No lanes."))
+	} else if err := laneTable(w, s, r); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -231,6 +233,10 @@ func inspectSummary(w io.Writer, s Styles, r *health.Report) {
 	})
 }
 
+// findingsPerCode bounds the table's findings of one code: with 1,024
+// lanes without workers, five lines say it; JSON lists every one.
+const findingsPerCode = 5
+
 // Findings prints findings under a heading, each with its advice.
 func Findings(w io.Writer, s Styles, fs []health.Finding) {
 	if len(fs) == 0 {
@@ -238,7 +244,19 @@ func Findings(w io.Writer, s Styles, fs []health.Finding) {
 		return
 	}
 	fmt.Fprintln(w, s.Heading.Render("Findings"))
+	shown := map[string]int{}
+	total := map[string]int{}
 	for _, f := range fs {
+		total[f.Code]++
+	}
+	for _, f := range fs {
+		if shown[f.Code]++; shown[f.Code] > findingsPerCode {
+			if shown[f.Code] == findingsPerCode+1 {
+				fmt.Fprintf(w, "  %s  %s\n", strings.Repeat(" ", len("CRITICAL")),
+					s.Dim.Render(fmt.Sprintf("... and %d more %s findings (-o json lists them all)", total[f.Code]-findingsPerCode, f.Code)))
+			}
+			continue
+		}
 		label := strings.ToUpper(f.Severity.String())
 		pad := strings.Repeat(" ", len("CRITICAL")-len(label))
 		switch f.Severity {

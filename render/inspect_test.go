@@ -151,3 +151,19 @@ func TestPromEscape(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestFindingsBounded: the table shows five findings of one code and
+// counts the rest.
+func TestFindingsBounded(t *testing.T) {
+	var fs []health.Finding
+	for i := 0; i < 7; i++ {
+		fs = append(fs, health.Finding{Severity: health.Warning, Code: "no_workers", Message: "m", Advice: "a"})
+	}
+	fs = append(fs, health.Finding{Severity: health.Info, Code: "held", Message: "h", Advice: "a"})
+	var b bytes.Buffer
+	Findings(&b, PlainStyles(), fs)
+	out := b.String()
+	if strings.Count(out, "no_workers: m") != 5 || !strings.Contains(out, "... and 2 more no_workers findings") || !strings.Contains(out, "held: h") {
+		t.Fatalf("bounded findings:\n%s", out)
+	}
+}
