@@ -23,6 +23,9 @@ var inspectFormats = []string{"table", "json", "prometheus"}
 // DefaultWatchInterval is the refresh of --watch without a value.
 const DefaultWatchInterval = 2 * time.Second
 
+// placementEvery is how often a watch reads the stream's subject list.
+const placementEvery = time.Minute
+
 // InspectOptions is everything lanes inspect needs.
 type InspectOptions struct {
 	IO     *IO
@@ -199,7 +202,7 @@ func runInspect(ctx context.Context, o InspectOptions) error {
 	if o.Watch > 0 {
 		return watchInspect(ctx, conn, o)
 	}
-	r, places, err := readInspect(ctx, conn, o)
+	r, places, err := readInspect(ctx, conn, o, o.healthOptions())
 	if err != nil {
 		return err
 	}
@@ -214,8 +217,8 @@ func (o InspectOptions) healthOptions() health.Options {
 }
 
 // readInspect reads one report; with --key it keeps only the key's lanes.
-func readInspect(ctx context.Context, conn *connect.Conn, o InspectOptions) (*health.Report, []health.KeyPlace, error) {
-	r, err := health.Read(ctx, conn, o.healthOptions())
+func readInspect(ctx context.Context, conn *connect.Conn, o InspectOptions, ho health.Options) (*health.Report, []health.KeyPlace, error) {
+	r, err := health.Read(ctx, conn, ho)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -269,14 +272,26 @@ func failOn(o InspectOptions, r *health.Report) error {
 func watchInspect(ctx context.Context, conn *connect.Conn, o InspectOptions) error {
 	tick := time.NewTicker(o.Watch)
 	defer tick.Stop()
-	var prev *health.Report
+	var prev, placed *health.Report
 	lastProblem := ""
 	for {
-		r, places, problem := watchRead(ctx, conn, o)
+		// The subject list (placement check) is read once a minute; the
+		// refreshes in between carry its findings.
+		ho := o.healthOptions()
+		checkPlacement := placed == nil || time.Since(placed.Time) >= placementEvery
+		if !checkPlacement {
+			ho.MaxSubjects = -1
+		}
+		r, places, problem := watchRead(ctx, conn, o, ho)
 		if ctx.Err() != nil {
 			return nil // Ctrl-C is how a watch ends
 		}
 		if r != nil {
+			if checkPlacement {
+				placed = r
+			} else {
+				health.CarryPlacement(placed, r)
+			}
 			health.Rates(prev, r)
 			prev = r
 		}
@@ -299,13 +314,13 @@ func watchInspect(ctx context.Context, conn *connect.Conn, o InspectOptions) err
 
 // watchRead reads once, failing fast: no request while disconnected, and
 // the whole read bounded by the interval (or the request timeout).
-func watchRead(ctx context.Context, conn *connect.Conn, o InspectOptions) (*health.Report, []health.KeyPlace, string) {
+func watchRead(ctx context.Context, conn *connect.Conn, o InspectOptions, ho health.Options) (*health.Report, []health.KeyPlace, string) {
 	if st := conn.NC.Status(); st != nats.CONNECTED {
 		return nil, nil, fmt.Sprintf("lost the connection to %s; reconnecting (%s)", conn.Server, strings.ToLower(st.String()))
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(o.Watch, conn.Timeout))
 	defer cancel()
-	r, places, err := readInspect(rctx, conn, o)
+	r, places, err := readInspect(rctx, conn, o, ho)
 	if err != nil {
 		return nil, nil, fmt.Sprintf("cannot read (retrying every %s): %v", o.Watch, err)
 	}

@@ -45,6 +45,25 @@ func rate(before, after uint64, seconds float64) float64 {
 	return float64(after-before) / seconds
 }
 
+// placementCodes are the findings of the placement check.
+var placementCodes = map[string]bool{"misplaced": true, "unpartitioned": true, "placement_unchecked": true}
+
+// CarryPlacement copies the placement findings of from (a read that ran
+// the check) into to (a read that skipped it, MaxSubjects < 0): a watch
+// reads the subject list once a minute, not every refresh.
+func CarryPlacement(from, to *Report) {
+	if from == nil || to == nil {
+		return
+	}
+	for _, f := range from.Findings {
+		if placementCodes[f.Code] {
+			to.Findings = append(to.Findings, f)
+		}
+	}
+	sortFindings(to.Findings)
+	to.Summarize()
+}
+
 // KeyPlace is where one key's messages go under one layout.
 type KeyPlace struct {
 	Subject   string // as published
