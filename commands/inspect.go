@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -202,6 +203,9 @@ func runInspect(ctx context.Context, o InspectOptions) error {
 	if o.Watch > 0 {
 		return watchInspect(ctx, conn, o)
 	}
+	// A one-shot read allocates tens of MB (decoded consumer infos) and
+	// exits: collecting garbage on the way costs more than it frees.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	r, places, err := readInspect(ctx, conn, o, o.healthOptions())
 	if err != nil {
 		return err
