@@ -41,7 +41,7 @@ type Options struct {
 // Defaults for Options.
 const (
 	DefaultMaxSubjects = 100_000 // one page of the server's subject list
-	DefaultConcurrency = 32
+	DefaultConcurrency = 64
 )
 
 // ErrStreamNotFound is returned when the stream does not exist.
