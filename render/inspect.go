@@ -423,7 +423,11 @@ func InspectJSONLine(w io.Writer, r *health.Report) error {
 	return compactJSON(w, inspectDocument(r, nil))
 }
 
-func compactJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+func compactJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
 
 // lineJSON writes a struct as a JSON object with one top-level field per
 // line and, for array fields, one compact element per line. Field names and
