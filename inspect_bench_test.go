@@ -14,10 +14,11 @@ import (
 
 // BenchmarkInspectProcess measures what a user waits for: the whole
 // `lanes inspect -o json` process (start, connect, read, judge, print)
-// against an embedded server with N lanes, every lane with a backlog (the
-// costly case: one head lookup per lane). When natscli is on PATH, each
-// iteration also runs `nats consumer report` on the same stream and the
-// ratio is reported; CI has no natscli and reports lanes alone.
+// against an embedded server with N lanes, first idle (no messages), then
+// with a backlog on every lane (the costly case: one head lookup per lane).
+// When natscli is on PATH, each iteration also runs `nats consumer report`
+// on the same stream and the ratio is reported; CI has no natscli and
+// reports lanes alone.
 //
 //	go test -run '^$' -bench BenchmarkInspectProcess -benchtime 20x .
 func BenchmarkInspectProcess(b *testing.B) {
@@ -28,52 +29,58 @@ func BenchmarkInspectProcess(b *testing.B) {
 	nats, _ := exec.LookPath("nats")
 	for _, n := range []int{256, 1024, 4096} {
 		b.Run(fmt.Sprintf("lanes=%d", n), func(b *testing.B) {
-			url, stream := benchStream(b, n)
-			lanesArgs := []string{"inspect", "--server", url, "--stream", stream, "-o", "json"}
-			natsArgs := []string{"consumer", "report", stream, "--server", url}
-			var lanesTime, natsTime time.Duration
-			for b.Loop() {
-				lanesTime += runProcess(b, bin, lanesArgs...)
-				if nats != "" {
-					natsTime += runProcess(b, nats, natsArgs...)
-				}
+			srv := natstest.Start(b)
+			_, js := natstest.Connect(b, srv.URL())
+			p, err := planner.New(planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(lanesTime.Microseconds())/1000/float64(b.N), "lanes-ms/op")
-			if nats == "" {
-				b.Log("natscli (nats) not on PATH: comparison skipped")
-				return
-			}
-			b.ReportMetric(float64(natsTime.Microseconds())/1000/float64(b.N), "nats-ms/op")
-			b.ReportMetric(float64(lanesTime)/float64(natsTime), "lanes/nats")
+			natstest.CreateLanes(b, js, p)
+			lanesArgs := []string{"inspect", "--server", srv.URL(), "--stream", p.Stream.Name, "-o", "json"}
+			natsArgs := []string{"consumer", "report", p.Stream.Name, "--server", srv.URL()}
+			b.Run("idle", func(b *testing.B) { compareProcesses(b, bin, nats, lanesArgs, natsArgs) })
+			natstest.PublishAsync(b, js, backlogSubjects(p, 4)...)
+			b.Run("backlog", func(b *testing.B) { compareProcesses(b, bin, nats, lanesArgs, natsArgs) })
 		})
 	}
 }
 
-// benchStream starts a server with one stream of n lanes and 4 messages
-// per lane on average, every lane holding some.
-func benchStream(b *testing.B, n int) (url, stream string) {
-	srv := natstest.Start(b)
-	_, js := natstest.Connect(b, srv.URL())
-	p, err := planner.New(planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
-	if err != nil {
-		b.Fatal(err)
+// compareProcesses runs lanes (and natscli, when given) once per iteration,
+// alternating so both see the same machine.
+func compareProcesses(b *testing.B, bin, nats string, lanesArgs, natsArgs []string) {
+	var lanesTime, natsTime time.Duration
+	for b.Loop() {
+		lanesTime += runProcess(b, bin, lanesArgs...)
+		if nats != "" {
+			natsTime += runProcess(b, nats, natsArgs...)
+		}
 	}
-	natstest.CreateLanes(b, js, p)
-	// Four keys per lane, found in one pass over generated keys.
-	per := make([]int, n)
-	var subjects []string
+	b.ReportMetric(float64(lanesTime.Microseconds())/1000/float64(b.N), "lanes-ms/op")
+	if nats == "" {
+		b.Log("natscli (nats) not on PATH: comparison skipped")
+		return
+	}
+	b.ReportMetric(float64(natsTime.Microseconds())/1000/float64(b.N), "nats-ms/op")
+	b.ReportMetric(float64(lanesTime)/float64(natsTime), "lanes/nats")
+}
+
+// backlogSubjects returns per subjects for every partition of p, found in
+// one pass over generated keys.
+func backlogSubjects(p *planner.Plan, per int) []string {
+	n := p.Design.Partitions
+	count := make([]int, n)
+	var out []string
 	for i, full := 0, 0; full < n; i++ {
 		s := fmt.Sprintf("bench.received_from.k%d", i)
 		part, _ := p.Layout.PartitionOf([]byte(s))
-		if per[part] < 4 {
-			subjects = append(subjects, s)
-			if per[part]++; per[part] == 4 {
+		if count[part] < per {
+			out = append(out, s)
+			if count[part]++; count[part] == per {
 				full++
 			}
 		}
 	}
-	natstest.PublishAsync(b, js, subjects...)
-	return srv.URL(), p.Stream.Name
+	return out
 }
 
 // runProcess runs a command to completion and returns its wall time.

@@ -327,6 +327,12 @@ func (j *judge) placementFindings() {
 	if pr == nil {
 		return
 	}
+	if pr.unchecked > 0 {
+		j.add(Finding{Severity: Info, Code: "placement_unchecked",
+			Message: fmt.Sprintf("placement not checked: the stream has %d subjects, more than the %d inspect reads", pr.unchecked, pr.limit),
+			Advice:  "raise the limit (health.Options.MaxSubjects) for a one-off check when the server can afford it"})
+		return
+	}
 	if pr.misplaced > 0 {
 		j.add(Finding{Severity: Critical, Code: "misplaced",
 			Message: fmt.Sprintf("%d message(s) on %d subject(s) sit in a partition their key does not hash to, e.g. %s: published around the mapping, their keys are split across two lanes", pr.misplaced, pr.misplacedN, strings.Join(pr.misplacedList, "; ")),

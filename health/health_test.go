@@ -348,6 +348,16 @@ func TestFindings(t *testing.T) {
 			t.Fatal(f.Message)
 		}
 	})
+	t.Run("placement_unchecked", func(t *testing.T) {
+		p := plan(t, "manykeys", 2)
+		natstest.CreateLanes(t, e.js, p)
+		natstest.Publish(t, e.js, "manykeys.received_from.a", "manykeys.received_from.b")
+		r := e.read(p.Stream.Name, func(o *health.Options) { o.MaxSubjects = 1 })
+		mustFind(t, r, "placement_unchecked", "", health.Info)
+		if r.Requests != 4 { // stream info, one LIST page, two heads, no subject list
+			t.Fatalf("%d requests", r.Requests)
+		}
+	})
 	t.Run("nondeterministic_mapping", func(t *testing.T) {
 		if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "RANDOM", Subjects: []string{"rnd.received_from.*"},
 			SubjectTransform: &jetstream.SubjectTransformConfig{Source: "rnd.received_from.*", Destination: "rnd.received_from.n8.{{random(8)}}.{{wildcard(1)}}"}}); err != nil {

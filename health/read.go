@@ -78,12 +78,21 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 	j := &judge{report: r}
 	layouts := j.layouts(info, o.Plan, listing)
 	cover := j.recognise(listing, layouts)
+	// The head lookups and the subject list are independent: overlap them.
+	var wg sync.WaitGroup
 	if !o.SkipHeads {
-		j.headsTimedOut = rd.heads(ctx, stream, r.Lanes, layouts)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.headsTimedOut = rd.heads(ctx, stream, r.Lanes, layouts)
+		}()
 	}
-	if err := rd.placement(ctx, stream, info, j, layouts); err != nil {
+	placed, err := rd.placement(ctx, stream, info, layouts)
+	wg.Wait()
+	if err != nil {
 		return nil, err
 	}
+	j.placement = placed
 	j.judgeLanes()
 	j.judgeStream(info, layouts, cover)
 	r.keepDesign(o.Design, o.Plan)
@@ -175,19 +184,16 @@ func storedKey(layouts []*layout, subject string) string {
 // placement reads the stream's subjects (when there are few enough) and
 // counts messages stored outside every partition layout, or in a partition
 // their key does not hash to: both were published around the mapping.
-func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *jetstream.StreamInfo, j *judge, layouts []*layout) error {
+func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *jetstream.StreamInfo, layouts []*layout) (*placementResult, error) {
 	limit := rd.o.MaxSubjects
 	if limit == 0 {
 		limit = DefaultMaxSubjects
 	}
 	if limit < 0 || len(layouts) == 0 || info.State.Msgs == 0 {
-		return nil
+		return nil, nil
 	}
 	if info.State.NumSubjects > uint64(limit) {
-		j.add(Finding{Severity: Info, Code: "placement_unchecked",
-			Message: fmt.Sprintf("placement not checked: the stream has %d subjects, more than the %d inspect reads", info.State.NumSubjects, limit),
-			Advice:  "raise the limit (health.Options.MaxSubjects) for a one-off check when the server can afford it"})
-		return nil
+		return &placementResult{unchecked: int(info.State.NumSubjects), limit: limit}, nil
 	}
 	rctx, cancel := rd.c.Ctx(ctx)
 	defer cancel()
@@ -195,10 +201,9 @@ func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *
 	rd.requests.Add(int64(pages))
 	full, err := stream.Info(rctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
-		return rd.classify(rctx, err)
+		return nil, rd.classify(rctx, err)
 	}
-	j.placement = checkPlacement(full.State.Subjects, layouts)
-	return nil
+	return checkPlacement(full.State.Subjects, layouts), nil
 }
 
 // placementResult counts messages by where they are stored.
@@ -206,6 +211,7 @@ type placementResult struct {
 	unpartitioned, misplaced           uint64 // messages
 	unpartitionedSubjects, misplacedN  int    // subjects
 	unpartitionedSample, misplacedList []string
+	unchecked, limit                   int // subjects, when there were too many to check
 }
 
 func checkPlacement(subjects map[string]uint64, layouts []*layout) *placementResult {
