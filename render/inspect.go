@@ -293,4 +293,3 @@ func WatchHeader(w io.Writer, s Styles, at time.Time, every time.Duration, probl
 		fmt.Fprintln(w, s.Warn.Render(problem))
 	}
 }
-

@@ -270,4 +270,3 @@ func timePtr(t time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
-
