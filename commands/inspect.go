@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -240,7 +241,7 @@ func readInspect(ctx context.Context, conn *connect.Conn, o InspectOptions, ho h
 	return r.Only(names...), places, nil
 }
 
-func writeInspect(o InspectOptions, w interface{ Write([]byte) (int, error) }, r *health.Report, places []health.KeyPlace) error {
+func writeInspect(o InspectOptions, w io.Writer, r *health.Report, places []health.KeyPlace) error {
 	switch o.Output {
 	case "json":
 		if o.Watch > 0 {

@@ -99,6 +99,9 @@ func TestInspectJSONEqualsConsumerInfo(t *testing.T) {
 	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
 	time.Sleep(450 * time.Millisecond)
 	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
+	for lane, pending := range []uint64{4, 2, 3, 4} {
+		natstest.WaitPending(t, js, p.Stream.Name, p.Lanes[lane].Name, pending)
+	}
 
 	code, out, errOut := lanesRun("inspect", "--server", srv.URL(), "--stream", p.Stream.Name, "-o", "json")
 	if code != 0 {
@@ -142,6 +145,7 @@ func TestInspectOutputs(t *testing.T) {
 	p := mustPlan(t, "outputs", 4)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 3)...)
+	natstest.WaitPending(t, js, p.Stream.Name, p.Lanes[1].Name, 3)
 
 	code, out, errOut := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name)
 	if code != 0 {
@@ -217,6 +221,7 @@ func TestInspectKey(t *testing.T) {
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, "keyed.received_from.alice", "keyed.received_from.alice")
 	lane, _ := p.LaneOf("keyed.received_from.alice")
+	natstest.WaitPending(t, js, p.Stream.Name, lane.Name, 2)
 
 	code, out, errOut := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "--key", "keyed.received_from.alice", "-o", "json")
 	if code != 0 {

@@ -145,3 +145,27 @@ func PublishAsync(t testing.TB, js jetstream.JetStream, subjects ...string) {
 		t.Fatal("async publishes not acknowledged within a minute")
 	}
 }
+
+// WaitPending waits until a lane's server-side pending count is want. The
+// server counts a stored message into its consumers' pending asynchronously
+// (its signal loop), so a read right after a publish ack can lag.
+func WaitPending(t testing.TB, js jetstream.JetStream, stream, lane string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := js.Consumer(ctx, stream, lane)
+		cancel()
+		if err != nil {
+			t.Fatalf("consumer %s: %v", lane, err)
+		}
+		got := c.CachedInfo().NumPending
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lane %s has %d pending, want %d", lane, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
