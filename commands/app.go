@@ -28,11 +28,17 @@ func SetVersion(version, commit, date string) {
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return MainContext(ctx, args, stdin, stdout, stderr)
+}
+
+// MainContext is Main under the caller's context instead of one cancelled
+// by Ctrl-C: tests (and embedders) cancel it to stop a --watch.
+func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	io := newIO(stdin, stdout, stderr)
 	app := newApp(io)
 	unknown := ""
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, joinWatchInterval(args))
 	if unknown != "" {
 		err = usageErrorf("unknown command %q: lanes has plan, apply, inspect and simulate (see lanes --help)", unknown)
 	}

@@ -14,11 +14,6 @@ func applyCommand(io *IO) *cli.Command {
 		Action: func(*cli.Context) error { return errors.New("apply is not built yet") }}
 }
 
-func inspectCommand(io *IO) *cli.Command {
-	return &cli.Command{Name: "inspect", Usage: "per-lane health (not built yet)",
-		Action: func(*cli.Context) error { return errors.New("inspect is not built yet") }}
-}
-
 func runPlanDiff(ctx context.Context, o PlanOptions) error {
 	return errors.New("plan --server is not built yet")
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -55,23 +56,89 @@ func (e *APIError) Error() string { return fmt.Sprintf("%s (err_code %d)", e.Des
 // ErrCodeStreamNotFound is the JetStream API error code for a missing stream.
 const ErrCodeStreamNotFound = 10059
 
+// pagesInFlight bounds the page requests List has out at once.
+const pagesInFlight = 4
+
 // List reads all consumers of stream. Each page request has the
-// connection's deadline; the offset advances by what the server says it
-// covered, so a page with missing consumers is not asked for again.
+// connection's deadline. The first page says how many consumers there are
+// and how many a page holds; the other pages are then asked for at once
+// (a few in flight), which lets the server's API workers and the decoding
+// overlap. A page covers as many names as the server's page limit, whether
+// it reports them as infos, missing or offline.
 func List(ctx context.Context, c *connect.Conn, stream string) (*Listing, error) {
-	out := &Listing{Offline: map[string]string{}}
-	seen := map[string]bool{}
-	missing := map[string]bool{}
 	subject := c.APIPrefix + "CONSUMER.LIST." + stream
-	offset := 0
-	for {
-		resp, err := listPage(ctx, c, subject, offset)
-		out.Requests++
+	first, err := listPage(ctx, c, subject, 0)
+	if err != nil {
+		return nil, err
+	}
+	pages := []*listResponse{first}
+	step := coveredNames(first)
+	if first.Limit > 0 {
+		step = first.Limit
+	}
+	if step > 0 && step < first.Total {
+		rest, err := listPages(ctx, c, subject, step, first.Total)
 		if err != nil {
 			return nil, err
 		}
+		pages = append(pages, rest...)
+	}
+	return merge(pages), nil
+}
+
+// listPages fetches the pages at offsets step, 2*step, ... below total.
+func listPages(ctx context.Context, c *connect.Conn, subject string, step, total int) ([]*listResponse, error) {
+	n := (total - 1) / step
+	pages := make([]*listResponse, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, pagesInFlight)
+	var wg sync.WaitGroup
+	for i := range pages {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			pages[i], errs[i] = listPage(ctx, c, subject, (i+1)*step)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return pages, nil
+}
+
+// coveredNames counts the distinct consumers a page reports. The server
+// lists an offline consumer both as offline (or as a nameless info) and as
+// missing: counting entries would count it twice.
+func coveredNames(p *listResponse) int {
+	names := map[string]bool{}
+	for _, ci := range p.Consumers {
+		if ci != nil && ci.Name != "" {
+			names[ci.Name] = true
+		}
+	}
+	for _, n := range p.Missing {
+		names[n] = true
+	}
+	for n := range p.Offline {
+		names[n] = true
+	}
+	return len(names)
+}
+
+// merge joins pages, de-duplicated by name. Infos without a name (the
+// server's placeholder for a consumer whose peers are all offline) are
+// dropped: the consumer is named in Missing.
+func merge(pages []*listResponse) *Listing {
+	out := &Listing{Offline: map[string]string{}, Requests: len(pages)}
+	seen := map[string]bool{}
+	missing := map[string]bool{}
+	for _, resp := range pages {
 		for _, ci := range resp.Consumers {
-			if ci == nil || seen[ci.Name] {
+			if ci == nil || ci.Name == "" || seen[ci.Name] {
 				continue
 			}
 			seen[ci.Name] = true
@@ -83,11 +150,6 @@ func List(ctx context.Context, c *connect.Conn, stream string) (*Listing, error)
 		for name, reason := range resp.Offline {
 			out.Offline[name] = reason
 		}
-		covered := len(resp.Consumers) + len(resp.Missing) + len(resp.Offline)
-		if covered == 0 || offset+covered >= resp.Total {
-			break
-		}
-		offset += covered
 	}
 	for name := range missing {
 		if !seen[name] {
@@ -96,7 +158,7 @@ func List(ctx context.Context, c *connect.Conn, stream string) (*Listing, error)
 	}
 	sort.Strings(out.Missing)
 	sort.Slice(out.Consumers, func(i, j int) bool { return out.Consumers[i].Name < out.Consumers[j].Name })
-	return out, nil
+	return out
 }
 
 func listPage(ctx context.Context, c *connect.Conn, subject string, offset int) (*listResponse, error) {

@@ -430,26 +430,33 @@ func (l *Layout) PartitionOfFilter(filter string) (int, bool) {
 	return p, p >= 0
 }
 
-// Unmap rebuilds the published subject from a stored (partitioned) one; ok
-// is false when stored does not have this layout's shape.
-func (l *Layout) Unmap(stored string) (string, bool) {
+// storedWildcards reads the wildcard tokens of a stored (partitioned)
+// subject: wild[i-1] is wildcard(i), "" when the destination drops it.
+func (l *Layout) storedWildcards(stored string) ([]string, bool) {
 	toks := strings.Split(stored, ".")
 	if len(toks) != len(l.destTokens) {
-		return "", false
+		return nil, false
 	}
 	wild := make([]string, len(l.wildPos))
 	for i, t := range l.destTokens {
 		switch {
 		case t.kind == destLiteral && toks[i] != t.literal:
-			return "", false
+			return nil, false
 		case t.kind == destWildcard:
 			wild[t.wild-1] = toks[i]
 		}
 	}
-	out := make([]string, len(l.srcTokens))
-	for i, t := range l.srcTokens {
-		out[i] = t
+	return wild, true
+}
+
+// Unmap rebuilds the published subject from a stored (partitioned) one; ok
+// is false when stored does not have this layout's shape.
+func (l *Layout) Unmap(stored string) (string, bool) {
+	wild, ok := l.storedWildcards(stored)
+	if !ok {
+		return "", false
 	}
+	out := append([]string(nil), l.srcTokens...)
 	for w, pos := range l.wildPos {
 		if wild[w] == "" {
 			return "", false // the destination drops this token
@@ -457,4 +464,19 @@ func (l *Layout) Unmap(stored string) (string, bool) {
 		out[pos] = wild[w]
 	}
 	return strings.Join(out, "."), true
+}
+
+// StoredKey returns the key tokens of a stored (partitioned) subject joined
+// by '.', and false when the subject does not have this layout's shape. It
+// lets inspect name the key a stuck or misplaced message belongs to.
+func (l *Layout) StoredKey(stored string) (string, bool) {
+	wild, ok := l.storedWildcards(stored)
+	if !ok {
+		return "", false
+	}
+	parts := make([]string, len(l.KeyTokens))
+	for i, k := range l.KeyTokens {
+		parts[i] = wild[k-1]
+	}
+	return strings.Join(parts, "."), true
 }

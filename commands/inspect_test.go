@@ -1,0 +1,382 @@
+package commands_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// lanesRun runs lanes in-process as a user types it.
+func lanesRun(args ...string) (code int, stdout, stderr string) {
+	var out, errw bytes.Buffer
+	code = commands.Main(append([]string{"lanes"}, args...), strings.NewReader(""), &out, &errw)
+	return code, out.String(), errw.String()
+}
+
+func mustPlan(t *testing.T, name string, partitions int, edit ...func(*planner.Design)) *planner.Plan {
+	t.Helper()
+	d := planner.Design{Name: name, Subject: name + ".received_from.*", Partitions: partitions}
+	for _, e := range edit {
+		e(&d)
+	}
+	p, err := planner.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// laneDoc is the part of the JSON document scripts rely on.
+type laneDoc struct {
+	Name               string `json:"name"`
+	Partition          int    `json:"partition"`
+	Pending            uint64 `json:"pending"`
+	AckPending         int    `json:"ack_pending"`
+	MaxAckPending      int    `json:"max_ack_pending"`
+	Redelivered        int    `json:"redelivered"`
+	Waiting            int    `json:"waiting"`
+	DeliveredStreamSeq uint64 `json:"delivered_stream_seq"`
+	AckFloorStreamSeq  uint64 `json:"ack_floor_stream_seq"`
+	Paused             bool   `json:"paused"`
+	Backlog            uint64 `json:"backlog"`
+}
+
+type inspectDoc struct {
+	Lanes    []laneDoc `json:"lanes"`
+	Findings []struct {
+		Severity string `json:"severity"`
+		Code     string `json:"code"`
+		Lane     string `json:"lane"`
+		Message  string `json:"message"`
+	} `json:"findings"`
+	Key []struct {
+		Lanes []string `json:"lanes"`
+	} `json:"key"`
+}
+
+func decode(t *testing.T, s string) inspectDoc {
+	t.Helper()
+	var d inspectDoc
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return d
+}
+
+// TestInspectJSONEqualsConsumerInfo: for lanes with pending, in-flight,
+// redelivered and paused messages, the JSON figures are the server's own.
+func TestInspectJSONEqualsConsumerInfo(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := mustPlan(t, "jsonfig", 4)
+	natstest.CreateLanes(t, js, p, func(c *jetstream.ConsumerConfig) {
+		switch c.Durable {
+		case p.Lanes[2].Name:
+			c.AckWait = 300 * time.Millisecond
+		case p.Lanes[3].Name:
+			c.PauseUntil = ptr(time.Now().Add(time.Hour))
+		}
+	})
+	for part := 0; part < 4; part++ {
+		natstest.Publish(t, js, natstest.SubjectsFor(t, p, part, 4)...)
+	}
+	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[1].Name, 1, true)
+	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[1].Name, 1, false)
+	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
+	time.Sleep(450 * time.Millisecond)
+	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
+	for lane, pending := range []uint64{4, 2, 3, 4} {
+		natstest.WaitPending(t, js, p.Stream.Name, p.Lanes[lane].Name, pending)
+	}
+
+	code, out, errOut := lanesRun("inspect", "--server", srv.URL(), "--stream", p.Stream.Name, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	doc := decode(t, out)
+	if len(doc.Lanes) != 4 {
+		t.Fatalf("want 4 lanes, got %d", len(doc.Lanes))
+	}
+	for _, l := range doc.Lanes {
+		c, err := js.Consumer(context.Background(), p.Stream.Name, l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci := c.CachedInfo()
+		want := laneDoc{Name: ci.Name, Partition: l.Partition, Pending: ci.NumPending, AckPending: ci.NumAckPending,
+			MaxAckPending: ci.Config.MaxAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting,
+			DeliveredStreamSeq: ci.Delivered.Stream, AckFloorStreamSeq: ci.AckFloor.Stream, Paused: ci.Paused,
+			Backlog: ci.NumPending + uint64(ci.NumAckPending)}
+		if l != want {
+			t.Errorf("%s:\n json   %+v\n server %+v", l.Name, l, want)
+		}
+	}
+	// The scenario really has each kind of figure.
+	if l := doc.Lanes[2]; l.Redelivered != 1 || l.AckPending != 1 {
+		t.Errorf("lane 2 should have a redelivered message in flight: %+v", l)
+	}
+	if l := doc.Lanes[1]; l.AckPending != 1 || l.Pending != 2 {
+		t.Errorf("lane 1 should have one in flight and two pending: %+v", l)
+	}
+	if !doc.Lanes[3].Paused || doc.Lanes[0].Pending != 4 {
+		t.Errorf("lane 3 paused, lane 0 pending: %+v %+v", doc.Lanes[3], doc.Lanes[0])
+	}
+}
+
+// TestInspectOutputs: the table for people, Prometheus for collectors, and
+// a healthy stream says so.
+func TestInspectOutputs(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := mustPlan(t, "outputs", 4)
+	natstest.CreateLanes(t, js, p)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 3)...)
+	natstest.WaitPending(t, js, p.Stream.Name, p.Lanes[1].Name, 3)
+
+	code, out, errOut := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"outputs-n4-01", "BACKLOG", "No findings", "total 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "-o", "prometheus")
+	if code != 0 || !strings.Contains(out, `lanes_lane_pending{stream="OUTPUTS",design="outputs",lane="outputs-n4-01",partition="1"} 3`) ||
+		!strings.Contains(out, "# TYPE lanes_lane_backlog gauge") {
+		t.Fatalf("prometheus output (exit %d):\n%s", code, out)
+	}
+	// A design file names the stream and design.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lanes.yaml")
+	os.WriteFile(file, []byte("name: outputs\nsubject: outputs.received_from.*\npartitions: 4\n"), 0o644)
+	code, out, errOut = lanesRun("inspect", "-s", srv.URL(), "-f", file, "-o", "json")
+	if code != 0 || len(decode(t, out).Lanes) != 4 {
+		t.Fatalf("-f: exit %d %s", code, errOut)
+	}
+}
+
+// TestInspectFailOn: thresholds set exit 6, bad expressions exit 2.
+func TestInspectFailOn(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := mustPlan(t, "failon", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
+	natstest.CreateLanes(t, js, p)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 2, 5)...)
+	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
+	time.Sleep(400 * time.Millisecond) // the head is now out longer than ack wait: stuck
+
+	base := []string{"inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "-o", "json"}
+	cases := []struct {
+		exprs []string
+		code  int
+		say   string
+	}{
+		{[]string{"backlog>3"}, commands.ExitThreshold, "lane failon-n4-02 is at 5"},
+		{[]string{"backlog>100"}, 0, ""},
+		{[]string{"severity>=critical"}, commands.ExitThreshold, "critical finding"},
+		{[]string{"ack_age>100ms"}, commands.ExitThreshold, "failon-n4-02"},
+		{[]string{"ack_age>1h", "total_backlog>=5"}, commands.ExitThreshold, "total_backlog is 5"},
+		{[]string{"redelivered>0", "pending == 0"}, commands.ExitThreshold, "--fail-on pending == 0: lane"},
+		{[]string{"bogus>1"}, commands.ExitUsage, "unknown metric"},
+		{[]string{"lag>soon"}, commands.ExitUsage, "needs a duration"},
+		{[]string{"backlog"}, commands.ExitUsage, "METRIC OP VALUE"},
+		{[]string{"severity>=fatal"}, commands.ExitUsage, "unknown severity"},
+	}
+	for _, tc := range cases {
+		args := append([]string{}, base...)
+		for _, e := range tc.exprs {
+			args = append(args, "--fail-on", e)
+		}
+		code, out, errOut := lanesRun(args...)
+		if code != tc.code || !strings.Contains(errOut, tc.say) {
+			t.Errorf("%v: exit %d, want %d; stderr %q", tc.exprs, code, tc.code, errOut)
+		}
+		if tc.code == commands.ExitThreshold && len(decode(t, out).Lanes) != 4 {
+			t.Errorf("%v: the report is still printed when a threshold is crossed", tc.exprs)
+		}
+	}
+}
+
+// TestInspectKey: which lane holds a key, and that lane's state.
+func TestInspectKey(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := mustPlan(t, "keyed", 8)
+	natstest.CreateLanes(t, js, p)
+	natstest.Publish(t, js, "keyed.received_from.alice", "keyed.received_from.alice")
+	lane, _ := p.LaneOf("keyed.received_from.alice")
+	natstest.WaitPending(t, js, p.Stream.Name, lane.Name, 2)
+
+	code, out, errOut := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "--key", "keyed.received_from.alice", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	doc := decode(t, out)
+	if len(doc.Lanes) != 1 || doc.Lanes[0].Name != lane.Name || doc.Lanes[0].Pending != 2 {
+		t.Fatalf("--key should report only lane %s with its 2 messages: %+v", lane.Name, doc.Lanes)
+	}
+	if len(doc.Key) != 1 || len(doc.Key[0].Lanes) != 1 || doc.Key[0].Lanes[0] != lane.Name {
+		t.Fatalf("key answer: %+v", doc.Key)
+	}
+	code, out, _ = lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "--key", "keyed.received_from.alice")
+	if code != 0 || !strings.Contains(out, "(key alice) is in partition") || !strings.Contains(out, lane.Name) {
+		t.Fatalf("table answer (exit %d):\n%s", code, out)
+	}
+	code, _, errOut = lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "--key", "other.alice")
+	if code != commands.ExitUsage || !strings.Contains(errOut, "does not match") {
+		t.Fatalf("a key outside the mapping: exit %d %s", code, errOut)
+	}
+}
+
+// TestInspectUsage: bad invocations exit 2 (or 1 for a missing stream)
+// and print nothing on stdout.
+func TestInspectUsage(t *testing.T) {
+	srv := natstest.Start(t)
+	cases := []struct {
+		args []string
+		code int
+		say  string
+	}{
+		{[]string{"inspect", "-s", srv.URL()}, commands.ExitUsage, "--stream is required"},
+		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "-o", "yaml"}, commands.ExitUsage, "choose one of"},
+		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "--design", "a", "-f", "lanes.yaml"}, commands.ExitUsage, "give one"},
+		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "extra"}, commands.ExitUsage, "takes no arguments"},
+		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "--watch=5ms"}, commands.ExitUsage, "too short"},
+		{[]string{"inspect", "-s", srv.URL(), "--stream", "NOPE"}, commands.ExitError, "stream not found"},
+	}
+	for _, tc := range cases {
+		code, out, errOut := lanesRun(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.say) || out != "" {
+			t.Errorf("%v: exit %d (want %d), stderr %q, stdout %q", tc.args, code, tc.code, errOut, out)
+		}
+	}
+}
+
+// syncBuffer is written by the watch and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestInspectWatchSurvivesRestart runs --watch against a server that is
+// restarted: the watch says it is reconnecting, and reports continue after
+// the server is back, with rates; cancelling ends it with exit 0.
+func TestInspectWatchSurvivesRestart(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := mustPlan(t, "watched", 2)
+	natstest.CreateLanes(t, js, p)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 2)...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- commands.MainContext(ctx, []string{"lanes", "inspect", "-s", srv.URL(), "--stream", p.Stream.Name,
+			"--timeout", "1s", "--watch", "200ms", "-o", "json"}, strings.NewReader(""), &out, &errOut)
+	}()
+	reports := func() []string { return strings.Split(strings.TrimSpace(out.String()), "\n") }
+	waitFor(t, 10*time.Second, func() bool { return len(reports()) >= 2 }, "two reports before the restart")
+
+	srv.Restart()
+	restarted := time.Now()
+	waitFor(t, 30*time.Second, func() bool {
+		lines := reports()
+		var last struct {
+			Time     time.Time `json:"time"`
+			Interval float64   `json:"interval_seconds"`
+			Lanes    []struct {
+				Pending uint64   `json:"pending"`
+				Rate    *float64 `json:"delivered_per_second"`
+			} `json:"lanes"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+			t.Fatalf("watch line is not JSON: %v", err)
+		}
+		return last.Time.After(restarted) && len(last.Lanes) == 2 && last.Lanes[0].Pending == 2 && last.Lanes[0].Rate != nil
+	}, "a report after the restart")
+	if s := errOut.String(); !strings.Contains(s, "reconnecting") && !strings.Contains(s, "cannot read") {
+		t.Errorf("the watch should say it lost the server; stderr: %q", s)
+	}
+	t.Logf("stderr during the restart:\n%s", errOut.String())
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("watch ended with exit %d: %s", code, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not stop when cancelled")
+	}
+}
+
+// TestInspectWatchTableAndFailOn: without a terminal, each refresh is
+// appended; a crossed threshold ends the watch with exit 6.
+func TestInspectWatchTableAndFailOn(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := mustPlan(t, "tabled", 2)
+	natstest.CreateLanes(t, js, p)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- commands.MainContext(ctx, []string{"lanes", "inspect", "-s", srv.URL(), "--stream", p.Stream.Name,
+			"--watch=150ms", "--fail-on", "total_backlog>0"}, strings.NewReader(""), &out, &errOut)
+	}()
+	waitFor(t, 10*time.Second, func() bool { return strings.Count(out.String(), "Stream TABLED") >= 2 }, "two table refreshes")
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 1)...)
+	select {
+	case code := <-done:
+		if code != commands.ExitThreshold || !strings.Contains(errOut.String(), "total_backlog is 1") {
+			t.Fatalf("exit %d, stderr %q", code, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not stop at the threshold")
+	}
+	if !strings.Contains(out.String(), "DELIV/S") {
+		t.Errorf("refreshes after the first show rates:\n%s", out.String())
+	}
+}
+
+func waitFor(t *testing.T, limit time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,365 @@
+package health
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// serverDefaultMaxConsumers is nats-server's default cap on consumers per
+// stream when neither the stream nor the account sets one.
+const serverDefaultMaxConsumers = 1000
+
+// defaultAckWait is the server's ack wait when a consumer sets none.
+const defaultAckWait = 30 * time.Second
+
+// judgeLanes records the faults each lane has on its own.
+func (j *judge) judgeLanes() {
+	for i := range j.report.Lanes {
+		l := &j.report.Lanes[i]
+		if l.State != StateOK {
+			continue
+		}
+		j.order(l)
+		j.timings(l)
+		j.head(l)
+		j.idle(l)
+		j.pause(l)
+		if p, ok := j.mismatched[l.Name]; ok {
+			j.add(Finding{Severity: Warning, Code: "metadata_mismatch", Lane: l.Name,
+				Message: fmt.Sprintf("lane %s is tagged as partition %d but its filter %s covers partition %d", l.Name, l.Partition, l.Filter, p),
+				Advice:  "re-apply the design so the lane's metadata and filter agree (tools that trust the metadata will misreport it)"})
+		}
+	}
+}
+
+// order: a lane must deliver one message at a time and learn of its end.
+func (j *judge) order(l *Lane) {
+	if l.MaxAckPending > 1 {
+		j.add(Finding{Severity: Critical, Code: "max_ack_pending", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s lets %d messages out at once (max ack pending %d): its keys are not processed in order", l.Name, l.MaxAckPending, l.MaxAckPending),
+			Advice:  "set max ack pending to 1 (the design default); it can be changed on the live lane with lanes apply"})
+	}
+	if l.AckPolicy == "none" {
+		j.add(Finding{Severity: Critical, Code: "ack_none", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s does not wait for acks (ack policy none): the next message is out before the last is done, and a crash loses it", l.Name),
+			Advice:  "recreate the lane with ack policy explicit (the server does not allow changing it in place)"})
+	}
+}
+
+// timings: settings that contradict each other or lose the lane.
+func (j *judge) timings(l *Lane) {
+	if l.PinnedTTL > 0 && l.AckWait < l.PinnedTTL {
+		j.add(Finding{Severity: Warning, Code: "ack_wait_below_pinned_ttl", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s has ack wait %s, shorter than its pinned TTL %s: when the pinned worker dies, its message waits for the pin to move, not for the ack wait", l.Name, fmtDuration(l.AckWait), fmtDuration(l.PinnedTTL)),
+			Advice:  "make ack wait at least the pinned TTL, or lower the pinned TTL, so failover time is what the settings say"})
+	}
+	if l.Durable && l.InactiveThreshold > 0 {
+		j.add(Finding{Severity: Warning, Code: "inactive_threshold", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s is deleted by the server after %s without pulls (inactive threshold), losing its position", l.Name, fmtDuration(l.InactiveThreshold)),
+			Advice:  "remove the inactive threshold: a lane must outlive idle workers"})
+	}
+}
+
+// head judges the message a lane waits on. Not every ack pending message
+// is stuck: one that used up max deliver is dropped lazily, on the next pull.
+func (j *judge) head(l *Lane) {
+	if l.AckPending == 0 {
+		if l.Redelivered > 0 && l.MaxDeliver > 0 {
+			// Redelivered counts unacknowledged messages; with nothing out,
+			// these are messages that used up max deliver and were skipped.
+			j.add(Finding{Severity: Warning, Code: "skipped", Lane: l.Name,
+				Message: fmt.Sprintf("lane %s skipped %d message(s) that used up max deliver (%d): their keys went on without them", l.Name, l.Redelivered, l.MaxDeliver),
+				Advice:  fmt.Sprintf("find them in the MAX_DELIVERIES advisories ($JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s) and replay or discard them deliberately", j.report.Stream, l.Name)})
+		}
+		return
+	}
+	head := headText(l)
+	d := l.HeadDeliveries
+	switch {
+	case l.MaxDeliver > 0 && d >= l.MaxDeliver:
+		j.add(Finding{Severity: Warning, Code: "max_deliver_reached", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s: %s was delivered %d times, its max deliver; the server drops it at the next pull (lazily), so the lane is not stuck, but the message leaves its key's order", l.Name, head, d),
+			Advice:  "let a worker pull to move the lane on; handle the message from the MAX_DELIVERIES advisory deliberately"})
+		return
+	case l.MaxDeliver > 0 && d >= 2 && d >= l.MaxDeliver-1:
+		j.add(Finding{Severity: Critical, Code: "near_max_deliver", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s: %s was delivered %d of %d times: one more failure and it is dropped, out of its key's order", l.Name, head, d, l.MaxDeliver),
+			Advice:  "fix the handler for this message (a poison message) or +TERM it deliberately; raise max deliver to buy time"})
+	case d >= 3:
+		j.add(Finding{Severity: Warning, Code: "redelivered", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s: %s was delivered %d times: the workers keep failing on it, and its lane waits (a poison message)", l.Name, head, d),
+			Advice:  "read the workers' errors for this message; fix it or +TERM it: the lane stays blocked until it is acked"})
+	case l.MaxAckPending > 1 && l.Redelivered > 0:
+		j.add(Finding{Severity: Warning, Code: "redelivered", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s has %d message(s) being redelivered", l.Name, l.Redelivered),
+			Advice:  "read the workers' errors: messages that fail repeatedly block their keys"})
+	}
+	if age, ok := l.AckAge(); ok && l.AckWait > 0 && age > l.AckWait {
+		msg := fmt.Sprintf("lane %s is stuck: %s has been out for %s, longer than the ack wait (%s)", l.Name, head, fmtDuration(age), fmtDuration(l.AckWait))
+		advice := "a worker holds it without acking: look for a hung handler; long work should send +WPI (in progress) to keep its claim"
+		if l.Waiting == 0 {
+			msg += ", and no worker is pulling"
+			advice = "the worker that took it has likely died: start a worker on this lane; the message is redelivered on its first pull"
+		}
+		j.add(Finding{Severity: Critical, Code: "stuck", Lane: l.Name, Message: msg, Advice: advice})
+	}
+}
+
+func headText(l *Lane) string {
+	if l.Head == nil {
+		return "its head message"
+	}
+	if l.Head.Key != "" {
+		return fmt.Sprintf("its head message (seq %d, key %s)", l.Head.Seq, l.Head.Key)
+	}
+	return fmt.Sprintf("its head message (seq %d, %s)", l.Head.Seq, l.Head.Subject)
+}
+
+// idle: messages wait and nobody pulls.
+func (j *judge) idle(l *Lane) {
+	if l.Pending == 0 || l.AckPending > 0 || l.Waiting > 0 || l.Paused {
+		return
+	}
+	wait := l.AckWait
+	if wait <= 0 {
+		wait = defaultAckWait
+	}
+	quiet, delivered := l.SinceDelivery()
+	age, aged := l.Age()
+	if delivered && quiet <= wait || !delivered && aged && age <= wait {
+		return // between two pulls, or the messages are new
+	}
+	since := "has never delivered"
+	if delivered {
+		since = "has not delivered for " + fmtDuration(quiet)
+	}
+	j.add(Finding{Severity: Warning, Code: "no_workers", Lane: l.Name,
+		Message: fmt.Sprintf("lane %s has %d message(s) waiting, no worker pulling, and %s", l.Name, l.Pending, since),
+		Advice:  "start workers for this lane (they pull from its durable); a backlog only grows without them"})
+}
+
+// pause: a paused lane delivers nothing; held lanes wait for a repartition.
+func (j *judge) pause(l *Lane) {
+	if !l.Paused {
+		return
+	}
+	if l.Held != "" {
+		j.add(Finding{Severity: Info, Code: "held", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s is held (paused) for a %s; it delivers nothing until resumed", l.Name, l.Held),
+			Advice:  "lanes apply resumes it once the old lanes have drained; re-run lanes apply to continue"})
+		return
+	}
+	sev := Info
+	if l.Backlog > 0 {
+		sev = Warning
+	}
+	j.add(Finding{Severity: sev, Code: "paused", Lane: l.Name,
+		Message: fmt.Sprintf("lane %s is paused for another %s with %d message(s) waiting", l.Name, fmtDuration(l.PauseRemaining), l.Backlog),
+		Advice:  fmt.Sprintf("resume it when intended: nats consumer resume %s %s", j.report.Stream, l.Name)})
+}
+
+// judgeStream records the faults of the stream and of the lanes together:
+// overlaps, gaps, the consumer limit, placement and the head lookups.
+func (j *judge) judgeStream(info *jetstream.StreamInfo, layouts []*layout, cover coverage) {
+	j.overlaps(layouts, cover)
+	gaps := j.gaps(layouts, cover)
+	j.maxConsumers(info, gaps)
+	j.placementFindings()
+	j.drift(layouts)
+	if j.headsTimedOut > 0 {
+		j.add(Finding{Severity: Info, Code: "heads_timeout",
+			Message: fmt.Sprintf("the head message of %d lane(s) could not be read in time: their lag age is unknown", j.headsTimedOut),
+			Advice:  "raise --timeout, or check the stream leader's health"})
+	}
+}
+
+func (j *judge) overlaps(layouts []*layout, cover coverage) {
+	for _, l := range layouts {
+		parts := make([]int, 0, len(cover[l]))
+		for p := range cover[l] {
+			parts = append(parts, p)
+		}
+		sort.Ints(parts)
+		for _, p := range parts {
+			if names := cover[l][p]; len(names) > 1 {
+				j.add(j.overlapFinding(l, p, names))
+			}
+		}
+	}
+}
+
+// overlapFinding tells apart the common mistake (each worker with its own
+// durable on the lane's filter) from two lanes on one partition.
+func (j *judge) overlapFinding(l *layout, p int, names []string) Finding {
+	sort.Strings(names)
+	sameFilter, untagged, durable := true, "", true
+	var first string
+	for i, n := range names {
+		lane := j.report.Lane(n)
+		if lane == nil {
+			continue
+		}
+		if i == 0 {
+			first = lane.Filter
+		}
+		sameFilter = sameFilter && lane.Filter == first
+		durable = durable && lane.Durable
+		if !lane.Tagged && untagged == "" {
+			untagged = n
+		}
+	}
+	// Name the odd one out: a consumer lanes did not create, or one whose
+	// name is not the lane's planned name.
+	subject := untagged
+	for _, n := range names {
+		if lane := j.report.Lane(n); subject == "" && lane != nil && n != planner.LaneName(lane.Design, lane.Partitions, lane.Partition) {
+			subject = n
+		}
+	}
+	if subject == "" {
+		subject = names[len(names)-1]
+	}
+	list := strings.Join(names, ", ")
+	if sameFilter && durable && untagged != "" {
+		return Finding{Severity: Critical, Code: "duplicate_durable", Lane: subject,
+			Message: fmt.Sprintf("durable consumers %s all filter %s: each gets its own copy of every message, so partition %d's keys are processed once per durable, concurrently", list, first, p),
+			Advice:  "workers of one lane share its durable (bind to it by name); delete the extra durables"}
+	}
+	return Finding{Severity: Critical, Code: "overlap", Lane: subject,
+		Message: fmt.Sprintf("partition %d of %s is delivered by %d consumers (%s): its keys are processed more than once, concurrently", p, l.Destination, len(names), list),
+		Advice:  "keep one lane per partition and delete the others"}
+}
+
+// gaps finds partitions without a lane. Layouts that receive new messages
+// are judged; when none is known (account mapping without a design file),
+// the partitionings the lanes' metadata names are.
+func (j *judge) gaps(layouts []*layout, cover coverage) int {
+	var judged []*layout
+	for _, l := range layouts {
+		if l.Current {
+			judged = append(judged, l)
+		}
+	}
+	if len(judged) == 0 {
+		judged = layouts
+	}
+	total := 0
+	for _, l := range judged {
+		var missing []int
+		for p := 0; p < l.Partitions; p++ {
+			if len(cover[l][p]) == 0 {
+				missing = append(missing, p)
+			}
+		}
+		total += len(missing)
+		if len(missing) > 0 {
+			j.add(gapFinding(fmt.Sprintf("partition(s) %s of %s", ranges(missing), l.Destination), len(missing), l.Partitions))
+		}
+	}
+	if len(layouts) == 0 {
+		total += j.tagGaps()
+	}
+	return total
+}
+
+// tagGaps checks lanes' own partition counts when no layout is known.
+func (j *judge) tagGaps() int {
+	type group struct {
+		design string
+		n      int
+	}
+	seen := map[group]map[int]bool{}
+	for _, l := range j.report.Lanes {
+		if l.Tagged && l.Partitions > 0 {
+			g := group{l.Design, l.Partitions}
+			if seen[g] == nil {
+				seen[g] = map[int]bool{}
+			}
+			seen[g][l.Partition] = true
+		}
+	}
+	total := 0
+	for g, have := range seen {
+		var missing []int
+		for p := 0; p < g.n; p++ {
+			if !have[p] {
+				missing = append(missing, p)
+			}
+		}
+		total += len(missing)
+		if len(missing) > 0 {
+			j.add(gapFinding(fmt.Sprintf("partition(s) %s of design %s (n%d)", ranges(missing), g.design, g.n), len(missing), g.n))
+		}
+	}
+	return total
+}
+
+func gapFinding(what string, missing, n int) Finding {
+	return Finding{Severity: Critical, Code: "gap",
+		Message: fmt.Sprintf("%s have no lane (%d of %d): their messages are stored but never delivered", what, missing, n),
+		Advice:  "create the missing lanes: lanes apply -f <design file>"}
+}
+
+func (j *judge) maxConsumers(info *jetstream.StreamInfo, gaps int) {
+	lanes := len(j.report.Lanes)
+	need := lanes + gaps
+	limit := info.Config.MaxConsumers
+	switch {
+	case limit > 0 && limit < need:
+		j.add(Finding{Severity: Critical, Code: "max_consumers",
+			Message: fmt.Sprintf("the stream allows %d consumers but its lanes need %d (%d lanes, %d partitions without one)", limit, need, lanes, gaps),
+			Advice:  "raise the stream's max_consumers (it can be raised on a live stream); plan for twice the lanes to repartition side by side"})
+	case limit <= 0 && need > serverDefaultMaxConsumers && info.State.Consumers <= serverDefaultMaxConsumers:
+		j.add(Finding{Severity: Warning, Code: "max_consumers",
+			Message: fmt.Sprintf("the lanes need %d consumers; the stream sets no max_consumers, so the server's default cap (%d unless configured) applies", need, serverDefaultMaxConsumers),
+			Advice:  "set the stream's max_consumers to at least the lane count (lanes apply does)"})
+	}
+}
+
+func (j *judge) placementFindings() {
+	pr := j.placement
+	if pr == nil {
+		return
+	}
+	if pr.unchecked > 0 {
+		j.add(Finding{Severity: Info, Code: "placement_unchecked",
+			Message: fmt.Sprintf("placement not checked: the stream has %d subjects, more than the %d inspect reads", pr.unchecked, pr.limit),
+			Advice:  "raise the limit (health.Options.MaxSubjects) for a one-off check when the server can afford it"})
+		return
+	}
+	if pr.misplaced > 0 {
+		j.add(Finding{Severity: Critical, Code: "misplaced",
+			Message: fmt.Sprintf("%d message(s) on %d subject(s) sit in a partition their key does not hash to, e.g. %s: published around the mapping, their keys are split across two lanes", pr.misplaced, pr.misplacedN, strings.Join(pr.misplacedList, "; ")),
+			Advice:  "publish to the mapping's source subjects only, never to partitioned ones; these messages are processed out of their key's order"})
+	}
+	if pr.unpartitioned > 0 {
+		j.add(Finding{Severity: Warning, Code: "unpartitioned",
+			Message: fmt.Sprintf("%d message(s) on %d subject(s) are not partitioned, e.g. %s: no lane delivers them", pr.unpartitioned, pr.unpartitionedSubjects, strings.Join(pr.unpartitionedSample, ", ")),
+			Advice:  "they were stored before the mapping existed or outside it: republish them through the mapping, or purge them"})
+	}
+}
+
+// drift: the design file and the stream disagree on the mapping.
+func (j *judge) drift(layouts []*layout) {
+	var design, stream *layout
+	for _, l := range layouts {
+		switch l.Origin {
+		case "design":
+			design = l
+		case "stream":
+			stream = l
+		}
+	}
+	if design == nil || stream == nil || !design.Current || design == stream {
+		return
+	}
+	j.add(Finding{Severity: Warning, Code: "mapping_drift",
+		Message: fmt.Sprintf("the stream maps %s -> %s, the design %s -> %s", stream.Source, stream.Destination, design.Source, design.Destination),
+		Advice:  "lanes apply -f <design file> --dry-run shows the change; mid-repartition this is expected until it completes"})
+}

@@ -1,0 +1,171 @@
+package natstest
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// CreateLanes creates a plan's stream and lanes as the plan defines them
+// (their JSON form is the JetStream API's), so tests get real lanes without
+// depending on apply. change, if given, edits each lane before it is made.
+func CreateLanes(t testing.TB, js jetstream.JetStream, p *planner.Plan, change ...func(*jetstream.ConsumerConfig)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var sc jetstream.StreamConfig
+	convert(t, p.Stream, &sc)
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		t.Fatalf("create stream %s: %v", sc.Name, err)
+	}
+	// Many lanes: a few requests in flight, as apply does.
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(p.Consumers))
+	for _, c := range p.Consumers {
+		var cc jetstream.ConsumerConfig
+		convert(t, c, &cc)
+		for _, f := range change {
+			f(&cc)
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := js.CreateConsumer(ctx, sc.Name, cc); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("create lane: %v", err)
+	}
+}
+
+// convert copies a planner definition into the library's type through
+// their shared JSON form.
+func convert(t testing.TB, from, to any) {
+	t.Helper()
+	b, err := json.Marshal(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SubjectsFor returns n distinct publish subjects whose key lands in
+// partition of p (the pattern's '*' tokens filled with k0, k1, ...).
+func SubjectsFor(t testing.TB, p *planner.Plan, partition, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n && i < 1_000_000; i++ {
+		s := fillPattern(p.Design.Subject, "k"+strconv.Itoa(i))
+		if got, ok := p.Layout.PartitionOf([]byte(s)); ok && got == partition {
+			out = append(out, s)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("found only %d subjects for partition %d", len(out), partition)
+	}
+	return out
+}
+
+func fillPattern(pattern, key string) string {
+	toks := strings.Split(pattern, ".")
+	for i, tok := range toks {
+		if tok == "*" {
+			toks[i] = key
+		}
+	}
+	return strings.Join(toks, ".")
+}
+
+// Publish publishes each subject once (payload "m") and waits for the acks.
+func Publish(t testing.TB, js jetstream.JetStream, subjects ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range subjects {
+		if _, err := js.Publish(ctx, s, []byte("m")); err != nil {
+			t.Fatalf("publish %s: %v", s, err)
+		}
+	}
+}
+
+// Fetch pulls up to n messages from a lane, as a worker would, and acks
+// them when ack is true. It returns the messages it got.
+func Fetch(t testing.TB, js jetstream.JetStream, stream, lane string, n int, ack bool) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, lane)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", lane, err)
+	}
+	batch, err := c.Fetch(n, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatalf("fetch from %s: %v", lane, err)
+	}
+	var out []jetstream.Msg
+	for m := range batch.Messages() {
+		if ack {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatalf("ack: %v", err)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// PublishAsync publishes many subjects with acks in flight, and waits for
+// them all: for benchmarks that need thousands of messages.
+func PublishAsync(t testing.TB, js jetstream.JetStream, subjects ...string) {
+	t.Helper()
+	for _, s := range subjects {
+		if _, err := js.PublishAsync(s, []byte("m")); err != nil {
+			t.Fatalf("publish %s: %v", s, err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("async publishes not acknowledged within a minute")
+	}
+}
+
+// WaitPending waits until a lane's server-side pending count is want. The
+// server counts a stored message into its consumers' pending asynchronously
+// (its signal loop), so a read right after a publish ack can lag.
+func WaitPending(t testing.TB, js jetstream.JetStream, stream, lane string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := js.Consumer(ctx, stream, lane)
+		cancel()
+		if err != nil {
+			t.Fatalf("consumer %s: %v", lane, err)
+		}
+		got := c.CachedInfo().NumPending
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lane %s has %d pending, want %d", lane, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,295 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-dev/lanes/health"
+)
+
+// InspectTable prints the lane report: a stream line, one row per lane with
+// a backlog bar, the summary, and the findings with their advice.
+func InspectTable(w io.Writer, s Styles, r *health.Report) error {
+	inspectHeading(w, s, r)
+	fmt.Fprintln(w)
+	if len(r.Lanes) == 0 {
+		fmt.Fprintln(w, s.Warn.Render("No lanes."))
+	} else if err := laneTable(w, s, r); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	inspectSummary(w, s, r)
+	fmt.Fprintln(w)
+	Findings(w, s, r.Findings)
+	return nil
+}
+
+func inspectHeading(w io.Writer, s Styles, r *health.Report) {
+	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Stream %s: last seq %d, %d messages, %d consumers", r.Stream, r.LastSeq, r.Messages, r.Consumers)))
+	for _, l := range r.Layouts {
+		where := map[string]string{"design": "design file", "stream": "stream subject transform", "lanes": "lane metadata"}[l.Origin]
+		if l.Current {
+			where += ", current"
+		}
+		s.kv(w, [][2]string{{"mapping", fmt.Sprintf("%s -> %s (%s)", l.Source, l.Destination, where)}})
+	}
+}
+
+// laneColumn is one column of the lane table; optional columns appear
+// only when some lane has a value for them.
+type laneColumn struct {
+	header string
+	cell   func(health.Lane) string
+	shown  func(*health.Report) bool
+}
+
+func laneColumns(s Styles, r *health.Report) []laneColumn {
+	always := func(*health.Report) bool { return true }
+	anyLane := func(f func(health.Lane) bool) func(*health.Report) bool {
+		return func(r *health.Report) bool {
+			for _, l := range r.Lanes {
+				if f(l) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	ok := func(f func(health.Lane) string) func(health.Lane) string {
+		return func(l health.Lane) string {
+			if l.State != health.StateOK {
+				return "-"
+			}
+			return f(l)
+		}
+	}
+	num := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	return []laneColumn{
+		{"LANE", func(l health.Lane) string { return l.Name }, always},
+		{"P", func(l health.Lane) string {
+			if l.Partition < 0 {
+				return "?"
+			}
+			return strconv.Itoa(l.Partition)
+		}, always},
+		{"PENDING", ok(func(l health.Lane) string { return num(l.Pending) }), always},
+		{"ACK", ok(func(l health.Lane) string { return ackPending(s, l) }), always},
+		{"REDELIV", ok(func(l health.Lane) string { return strconv.Itoa(l.Redelivered) }), always},
+		{"WAIT", ok(func(l health.Lane) string { return strconv.Itoa(l.Waiting) }), always},
+		{"DELIVERED", ok(func(l health.Lane) string { return num(l.DeliveredSeq) }), always},
+		{"ACK FLOOR", ok(func(l health.Lane) string { return num(l.AckFloorSeq) }), always},
+		{"LAG", ok(func(l health.Lane) string { return optDuration(l.Age()) }), always},
+		{"LAST DELIV", ok(func(l health.Lane) string { return optDuration(l.SinceDelivery()) }), always},
+		{"LAST ACK", ok(func(l health.Lane) string { return optDuration(l.SinceAck()) }), always},
+		{"DELIV/S", ok(func(l health.Lane) string { return rateText(l.DeliveredRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
+		{"ACK/S", ok(func(l health.Lane) string { return rateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
+		{"PINNED", ok(pinnedText), anyLane(func(l health.Lane) bool { return l.PinnedTTL > 0 })},
+		{"LEADER", func(l health.Lane) string { return dash(l.Leader) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
+		{"STATE", func(l health.Lane) string { return stateText(s, l) }, always},
+		{"BACKLOG", ok(func(l health.Lane) string { return num(l.Backlog) }), always},
+	}
+}
+
+func laneTable(w io.Writer, s Styles, r *health.Report) error {
+	var cols []laneColumn
+	for _, c := range laneColumns(s, r) {
+		if c.shown(r) {
+			cols = append(cols, c)
+		}
+	}
+	headers := make([]string, 0, len(cols)+1)
+	for _, c := range cols {
+		headers = append(headers, c.header)
+	}
+	t := newTable(w, append(headers, "")...)
+	top, mean := float64(r.Summary.MaxBacklog), r.Summary.MeanBacklog
+	for _, l := range r.Lanes {
+		row := make([]string, 0, len(cols)+1)
+		for _, c := range cols {
+			row = append(row, c.cell(l))
+		}
+		hot := mean > 0 && float64(l.Backlog) > 1.5*mean
+		row = append(row, s.Bar(float64(l.Backlog), top, 20, hot))
+		if err := t.Append(row); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if r.Summary.AtCap > 0 {
+		fmt.Fprintln(w, s.Dim.Render("* at its max ack pending: the lane delivers the next message only after an ack"))
+	}
+	return nil
+}
+
+func ackPending(s Styles, l health.Lane) string {
+	v := fmt.Sprintf("%d/%d", l.AckPending, l.MaxAckPending)
+	if l.AtCap() {
+		return s.Warn.Render(v + "*")
+	}
+	return v
+}
+
+func pinnedText(l health.Lane) string {
+	if l.PinnedClient == "" {
+		return "-"
+	}
+	id := l.PinnedClient
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	if d, ok := sinceTime(l.At, l.PinnedSince); ok {
+		return fmt.Sprintf("%s (%s)", id, shortDuration(d))
+	}
+	return id
+}
+
+func sinceTime(at, t time.Time) (time.Duration, bool) {
+	if at.IsZero() || t.IsZero() {
+		return 0, false
+	}
+	return max(at.Sub(t), 0), true
+}
+
+func stateText(s Styles, l health.Lane) string {
+	switch {
+	case l.State != health.StateOK:
+		return s.Bad.Render(string(l.State))
+	case l.Held != "":
+		return s.Warn.Render("held")
+	case l.Paused:
+		return s.Warn.Render("paused")
+	}
+	return "ok"
+}
+
+func rateText(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func optDuration(d time.Duration, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return shortDuration(d)
+}
+
+// shortDuration is a duration for a table cell: 850ms, 12s, 3m12s, 2h5m, 3d4h.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, (d%time.Minute)/time.Second)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", d/time.Hour, (d%time.Hour)/time.Minute)
+	}
+	return fmt.Sprintf("%dd%02dh", d/(24*time.Hour), (d%(24*time.Hour))/time.Hour)
+}
+
+func inspectSummary(w io.Writer, s Styles, r *health.Report) {
+	m := r.Summary
+	fmt.Fprintln(w, s.Heading.Render("Summary"))
+	lanes := fmt.Sprintf("%d answering (%d at their cap, %d paused)", m.Lanes, m.AtCap, m.Paused)
+	if m.Unavailable > 0 {
+		lanes += ", " + s.Bad.Render(fmt.Sprintf("%d unavailable", m.Unavailable))
+	}
+	backlog := fmt.Sprintf("total %d, mean %.1f per lane", m.TotalBacklog, m.MeanBacklog)
+	if m.Hottest != "" {
+		ratio := fmt.Sprintf("%.2f", m.MaxToMean)
+		if m.MaxToMean >= 1.5 {
+			ratio = s.Warn.Render(ratio)
+		}
+		backlog += fmt.Sprintf(", max %d (%s), max/mean %s", m.MaxBacklog, m.Hottest, ratio)
+	}
+	s.kv(w, [][2]string{
+		{"lanes", lanes},
+		{"backlog", backlog},
+		{"findings", fmt.Sprintf("%d critical, %d warning, %d info", m.Critical, m.Warnings, m.Infos)},
+	})
+}
+
+// findingsPerCode bounds the table's findings of one code: with 1,024
+// lanes without workers, five lines say it; JSON lists every one.
+const findingsPerCode = 5
+
+// Findings prints findings under a heading, each with its advice.
+func Findings(w io.Writer, s Styles, fs []health.Finding) {
+	if len(fs) == 0 {
+		fmt.Fprintln(w, s.Good.Render("No findings: the lanes look healthy."))
+		return
+	}
+	fmt.Fprintln(w, s.Heading.Render("Findings"))
+	shown := map[string]int{}
+	total := map[string]int{}
+	for _, f := range fs {
+		total[f.Code]++
+	}
+	for _, f := range fs {
+		if shown[f.Code]++; shown[f.Code] > findingsPerCode {
+			if shown[f.Code] == findingsPerCode+1 {
+				fmt.Fprintf(w, "  %s  %s\n", strings.Repeat(" ", len("CRITICAL")),
+					s.Dim.Render(fmt.Sprintf("... and %d more %s findings (-o json lists them all)", total[f.Code]-findingsPerCode, f.Code)))
+			}
+			continue
+		}
+		label := strings.ToUpper(f.Severity.String())
+		pad := strings.Repeat(" ", len("CRITICAL")-len(label))
+		switch f.Severity {
+		case health.Critical:
+			label = s.Bad.Render(label)
+		case health.Warning:
+			label = s.Warn.Render(label)
+		default:
+			label = s.Dim.Render(label)
+		}
+		fmt.Fprintf(w, "  %s%s  %s: %s\n", label, pad, f.Code, f.Message)
+		fmt.Fprintf(w, "  %s  %s\n", strings.Repeat(" ", len("CRITICAL")), s.Dim.Render("-> "+f.Advice))
+	}
+}
+
+// KeyPlaces prints where a key's messages go, before its lane's report.
+func KeyPlaces(w io.Writer, s Styles, places []health.KeyPlace) {
+	for _, p := range places {
+		lanes := "no lane (a gap: its messages are never delivered)"
+		if len(p.Lanes) > 0 {
+			lanes = "lane " + s.Heading.Render(strings.Join(p.Lanes, ", "))
+		}
+		state := ""
+		if !p.Layout.Current && len(places) > 1 {
+			state = " (older partitioning: its earlier messages drain here)"
+		}
+		fmt.Fprintf(w, "%s (key %s) is in partition %d of %s: %s%s\n", p.Subject, p.Key, p.Partition, p.Layout.Destination, lanes, state)
+		s.kv(w, [][2]string{{"stored as", p.Stored}})
+	}
+	fmt.Fprintln(w)
+}
+
+// WatchHeader is the first line of each watch refresh; problem, when not
+// empty, says why this refresh has no fresh figures (e.g. reconnecting).
+func WatchHeader(w io.Writer, s Styles, at time.Time, every time.Duration, problem string) {
+	line := fmt.Sprintf("%s  every %s  (Ctrl-C to stop)", at.Format("15:04:05"), every)
+	fmt.Fprintln(w, s.Dim.Render(line))
+	if problem != "" {
+		fmt.Fprintln(w, s.Warn.Render(problem))
+	}
+}

@@ -1,0 +1,272 @@
+package render
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/lanes-dev/lanes/health"
+)
+
+// Inspect JSON: built from these types so field names stay stable for
+// scripts whatever the libraries do.
+type inspectDoc struct {
+	Stream          string       `json:"stream"`
+	Time            time.Time    `json:"time"`
+	StreamLastSeq   uint64       `json:"stream_last_seq"`
+	StreamMessages  uint64       `json:"stream_messages"`
+	StreamSubjects  int          `json:"stream_subjects"`
+	MaxConsumers    int          `json:"max_consumers"`
+	Consumers       int          `json:"consumers"`
+	Layouts         []mappingDoc `json:"layouts"`
+	Key             []keyDoc     `json:"key,omitempty"`
+	Lanes           []laneJSON   `json:"lanes"`
+	Summary         summaryDoc   `json:"summary"`
+	Findings        []findingDoc `json:"findings"`
+	Requests        int          `json:"requests"`
+	IntervalSeconds float64      `json:"interval_seconds,omitempty"`
+}
+
+type mappingDoc struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	Partitions  int    `json:"partitions"`
+	Origin      string `json:"origin"`
+	Current     bool   `json:"current"`
+}
+
+type keyDoc struct {
+	Subject     string   `json:"subject"`
+	Key         string   `json:"key"`
+	Destination string   `json:"destination"`
+	Current     bool     `json:"current"`
+	Partition   int      `json:"partition"`
+	Stored      string   `json:"stored_subject"`
+	Lanes       []string `json:"lanes"`
+}
+
+type laneJSON struct {
+	Name                  string     `json:"name"`
+	Design                string     `json:"design"`
+	Generation            string     `json:"generation,omitempty"`
+	Partition             int        `json:"partition"`
+	Partitions            int        `json:"partitions"`
+	Filter                string     `json:"filter"`
+	CreatedByLanes        bool       `json:"created_by_lanes"`
+	State                 string     `json:"state"`
+	Reason                string     `json:"reason,omitempty"`
+	Pending               uint64     `json:"pending"`
+	AckPending            int        `json:"ack_pending"`
+	MaxAckPending         int        `json:"max_ack_pending"`
+	AtCap                 bool       `json:"at_cap"`
+	Redelivered           int        `json:"redelivered"`
+	Waiting               int        `json:"waiting"`
+	Backlog               uint64     `json:"backlog"`
+	DeliveredStreamSeq    uint64     `json:"delivered_stream_seq"`
+	AckFloorStreamSeq     uint64     `json:"ack_floor_stream_seq"`
+	DeliveredConsumerSeq  uint64     `json:"delivered_consumer_seq"`
+	AckFloorConsumerSeq   uint64     `json:"ack_floor_consumer_seq"`
+	LagSeconds            *float64   `json:"lag_seconds,omitempty"`
+	Head                  *headDoc   `json:"head,omitempty"`
+	HeadDeliveries        int        `json:"head_deliveries,omitempty"`
+	LastDelivery          *time.Time `json:"last_delivery,omitempty"`
+	SinceDeliverySeconds  *float64   `json:"since_delivery_seconds,omitempty"`
+	LastAck               *time.Time `json:"last_ack,omitempty"`
+	SinceAckSeconds       *float64   `json:"since_ack_seconds,omitempty"`
+	AckPolicy             string     `json:"ack_policy,omitempty"`
+	AckWaitSeconds        float64    `json:"ack_wait_seconds"`
+	MaxDeliver            int        `json:"max_deliver"`
+	PinnedTTLSeconds      float64    `json:"pinned_ttl_seconds,omitempty"`
+	PinnedClient          string     `json:"pinned_client,omitempty"`
+	PinnedSince           *time.Time `json:"pinned_since,omitempty"`
+	Paused                bool       `json:"paused"`
+	PauseRemainingSeconds float64    `json:"pause_remaining_seconds,omitempty"`
+	Held                  string     `json:"held,omitempty"`
+	Leader                string     `json:"leader,omitempty"`
+	DeliveredPerSecond    *float64   `json:"delivered_per_second,omitempty"`
+	AckedPerSecond        *float64   `json:"acked_per_second,omitempty"`
+}
+
+type headDoc struct {
+	Seq     uint64    `json:"seq"`
+	Subject string    `json:"subject"`
+	Key     string    `json:"key,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+type summaryDoc struct {
+	Lanes        int     `json:"lanes"`
+	Unavailable  int     `json:"unavailable"`
+	TotalBacklog uint64  `json:"total_backlog"`
+	MaxBacklog   uint64  `json:"max_backlog"`
+	MeanBacklog  float64 `json:"mean_backlog"`
+	MaxToMean    float64 `json:"max_to_mean"`
+	Hottest      string  `json:"hottest_lane,omitempty"`
+	AtCap        int     `json:"at_cap"`
+	Paused       int     `json:"paused"`
+	Critical     int     `json:"critical"`
+	Warnings     int     `json:"warnings"`
+	Infos        int     `json:"infos"`
+}
+
+type findingDoc struct {
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Lane     string `json:"lane"`
+	Message  string `json:"message"`
+	Advice   string `json:"advice"`
+}
+
+// InspectJSON writes the report as one JSON document; places, when given,
+// answer --key.
+// The document has one lane (and one finding) per line: readable and
+// greppable, and several times cheaper to write than indenting every field
+// of thousands of lanes.
+func InspectJSON(w io.Writer, r *health.Report, places []health.KeyPlace) error {
+	return lineJSON(w, inspectDocument(r, places))
+}
+
+// InspectJSONLine writes the report as one line of JSON, for watch mode
+// (one document per refresh).
+func InspectJSONLine(w io.Writer, r *health.Report) error {
+	return compactJSON(w, inspectDocument(r, nil))
+}
+
+func compactJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// lineJSON writes a struct as a JSON object with one top-level field per
+// line and, for array fields, one compact element per line. Field names and
+// omitempty come from the struct's json tags.
+func lineJSON(w io.Writer, doc any) error {
+	b := bufio.NewWriterSize(w, 64<<10)
+	v := reflect.ValueOf(doc)
+	t := v.Type()
+	b.WriteString("{")
+	first := true
+	for i := 0; i < t.NumField(); i++ {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := v.Field(i)
+		if opts == "omitempty" && f.IsZero() {
+			continue
+		}
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		fmt.Fprintf(b, "\n  %q: ", name)
+		if f.Kind() != reflect.Slice {
+			if err := writeCompact(b, f.Interface()); err != nil {
+				return err
+			}
+			continue
+		}
+		b.WriteString("[")
+		for j := 0; j < f.Len(); j++ {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString("\n    ")
+			if err := writeCompact(b, f.Index(j).Interface()); err != nil {
+				return err
+			}
+		}
+		if f.Len() > 0 {
+			b.WriteString("\n  ")
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("\n}\n")
+	return b.Flush()
+}
+
+// writeCompact writes v as compact JSON, with '>' and '<' as they are
+// (subjects contain them; json.Marshal would escape them for HTML).
+func writeCompact(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return err
+}
+
+func inspectDocument(r *health.Report, places []health.KeyPlace) inspectDoc {
+	d := inspectDoc{
+		Stream: r.Stream, Time: r.Time.UTC(), StreamLastSeq: r.LastSeq, StreamMessages: r.Messages, StreamSubjects: r.Subjects,
+		MaxConsumers: r.MaxConsumers, Consumers: r.Consumers, Requests: r.Requests, IntervalSeconds: r.Interval.Seconds(),
+		Layouts: []mappingDoc{}, Lanes: make([]laneJSON, 0, len(r.Lanes)), Findings: make([]findingDoc, 0, len(r.Findings)),
+	}
+	for _, l := range r.Layouts {
+		d.Layouts = append(d.Layouts, mappingDoc{l.Source, l.Destination, l.Partitions, l.Origin, l.Current})
+	}
+	for _, p := range places {
+		d.Key = append(d.Key, keyDoc{Subject: p.Subject, Key: p.Key, Destination: p.Layout.Destination, Current: p.Layout.Current,
+			Partition: p.Partition, Stored: p.Stored, Lanes: append([]string{}, p.Lanes...)})
+	}
+	for _, l := range r.Lanes {
+		d.Lanes = append(d.Lanes, laneDocument(l, r.Interval > 0))
+	}
+	m := r.Summary
+	d.Summary = summaryDoc{m.Lanes, m.Unavailable, m.TotalBacklog, m.MaxBacklog, m.MeanBacklog, m.MaxToMean, m.Hottest, m.AtCap, m.Paused, m.Critical, m.Warnings, m.Infos}
+	for _, f := range r.Findings {
+		d.Findings = append(d.Findings, findingDoc{f.Severity.String(), f.Code, f.Lane, f.Message, f.Advice})
+	}
+	return d
+}
+
+func laneDocument(l health.Lane, rates bool) laneJSON {
+	j := laneJSON{
+		Name: l.Name, Design: l.Design, Partition: l.Partition, Partitions: l.Partitions, Filter: l.Filter,
+		CreatedByLanes: l.Tagged, State: string(l.State), Reason: l.Reason,
+		Pending: l.Pending, AckPending: l.AckPending, MaxAckPending: l.MaxAckPending, AtCap: l.AtCap(),
+		Redelivered: l.Redelivered, Waiting: l.Waiting, Backlog: l.Backlog,
+		DeliveredStreamSeq: l.DeliveredSeq, AckFloorStreamSeq: l.AckFloorSeq,
+		DeliveredConsumerSeq: l.DeliveredConsumer, AckFloorConsumerSeq: l.AckFloorConsumer,
+		HeadDeliveries: l.HeadDeliveries, AckPolicy: l.AckPolicy, AckWaitSeconds: l.AckWait.Seconds(), MaxDeliver: l.MaxDeliver,
+		PinnedTTLSeconds: l.PinnedTTL.Seconds(), PinnedClient: l.PinnedClient,
+		Paused: l.Paused, PauseRemainingSeconds: l.PauseRemaining.Seconds(), Held: l.Held, Leader: l.Leader,
+		LagSeconds:           seconds(l.Age()),
+		SinceDeliverySeconds: seconds(l.SinceDelivery()),
+		SinceAckSeconds:      seconds(l.SinceAck()),
+		LastDelivery:         timePtr(l.LastDelivery),
+		LastAck:              timePtr(l.LastAck),
+		PinnedSince:          timePtr(l.PinnedSince),
+	}
+	if l.Partitions > 0 {
+		j.Generation = l.Generation()
+	}
+	if l.Head != nil {
+		j.Head = &headDoc{l.Head.Seq, l.Head.Subject, l.Head.Key, l.Head.Time.UTC()}
+	}
+	if rates && l.State == health.StateOK {
+		j.DeliveredPerSecond, j.AckedPerSecond = &l.DeliveredRate, &l.AckedRate
+	}
+	return j
+}
+
+func seconds(d time.Duration, ok bool) *float64 {
+	if !ok {
+		return nil
+	}
+	v := d.Seconds()
+	return &v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -1,0 +1,169 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-dev/lanes/health"
+)
+
+// fixedReport is a report with every kind of row, built by hand so the
+// golden files never change with the clock or the server.
+func fixedReport() *health.Report {
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	base := health.Lane{Design: "orders", Partitions: 4, Tagged: true, State: health.StateOK, MaxAckPending: 1,
+		AckPolicy: "explicit", AckWait: 30 * time.Second, MaxDeliver: -1, Durable: true, At: at, Leader: "n1"}
+	lane := func(p int, edit func(*health.Lane)) health.Lane {
+		l := base
+		l.Partition = p
+		l.Name = "orders-n4-0" + string(rune('0'+p))
+		l.Filter = "msgs.received_from.n4." + string(rune('0'+p)) + ".*"
+		edit(&l)
+		l.Backlog = l.Pending + uint64(l.AckPending)
+		return l
+	}
+	r := &health.Report{
+		Stream: "ORDERS", Time: at, LastSeq: 1200, Messages: 1200, Subjects: 40, MaxConsumers: 1000, Consumers: 5, Requests: 5,
+		Layouts: []health.Layout{{Source: "msgs.received_from.*", Destination: "msgs.received_from.n4.{{partition(4,1)}}.{{wildcard(1)}}",
+			Partitions: 4, Origin: "stream", Current: true}},
+		Lanes: []health.Lane{
+			lane(0, func(l *health.Lane) {
+				l.DeliveredSeq, l.AckFloorSeq, l.DeliveredConsumer, l.AckFloorConsumer = 1198, 1198, 300, 300
+				l.LastDelivery, l.LastAck, l.Waiting = at.Add(-2*time.Second), at.Add(-2*time.Second), 1
+				l.PinnedTTL, l.PinnedClient, l.PinnedSince = 2*time.Minute, "Xk2lP9aQwe", at.Add(-5*time.Minute)
+			}),
+			lane(1, func(l *health.Lane) {
+				l.Pending, l.AckPending, l.DeliveredSeq, l.AckFloorSeq, l.DeliveredConsumer, l.AckFloorConsumer = 120, 1, 1100, 1090, 280, 279
+				l.LastDelivery, l.LastAck = at.Add(-1500*time.Millisecond), at.Add(-1600*time.Millisecond)
+				l.Head = &health.Head{Seq: 1100, Subject: "msgs.received_from.n4.1.alice", Key: "alice", Time: at.Add(-95 * time.Second)}
+				l.HeadDeliveries = 1
+			}),
+			lane(2, func(l *health.Lane) {
+				l.Pending, l.AckPending, l.Redelivered, l.DeliveredSeq, l.AckFloorSeq, l.DeliveredConsumer, l.AckFloorConsumer = 30, 1, 1, 900, 850, 214, 210
+				l.LastDelivery, l.LastAck = at.Add(-3*time.Minute), at.Add(-40*time.Minute)
+				l.Head = &health.Head{Seq: 851, Subject: "msgs.received_from.n4.2.bob", Key: "bob", Time: at.Add(-41 * time.Minute)}
+				l.HeadDeliveries = 4
+			}),
+			lane(3, func(l *health.Lane) {
+				l.Pending, l.Paused, l.PauseRemaining, l.Held = 7, true, time.Hour, "repartition"
+				l.Head = &health.Head{Seq: 1000, Subject: "msgs.received_from.n4.3.carol", Key: "carol", Time: at.Add(-10 * time.Minute)}
+			}),
+			{Name: "orders-n4-04", Design: "orders", Partition: -1, State: health.StateMissing},
+		},
+		Findings: []health.Finding{
+			{Severity: health.Critical, Code: "stuck", Lane: "orders-n4-02", Message: "lane orders-n4-02 is stuck: its head message (seq 851, key bob) has been out for 3m0s, longer than the ack wait (30s), and no worker is pulling", Advice: "the worker that took it has likely died: start a worker on this lane; the message is redelivered on its first pull"},
+			{Severity: health.Critical, Code: "missing", Lane: "orders-n4-04", Message: "lane orders-n4-04 did not answer in time", Advice: "check the cluster"},
+			{Severity: health.Warning, Code: "redelivered", Lane: "orders-n4-02", Message: "lane orders-n4-02: its head message (seq 851, key bob) was delivered 4 times", Advice: "read the workers' errors"},
+			{Severity: health.Info, Code: "held", Lane: "orders-n4-03", Message: "lane orders-n4-03 is held (paused) for a repartition", Advice: "lanes apply resumes it"},
+		},
+	}
+	r.Summarize()
+	return r
+}
+
+func TestInspectTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := InspectTable(&b, PlainStyles(), fixedReport()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_table", b.Bytes())
+}
+
+func TestInspectTableWatchGolden(t *testing.T) {
+	r := fixedReport()
+	r.Interval = 2 * time.Second
+	r.Lanes[0].DeliveredRate, r.Lanes[0].AckedRate = 12.5, 12.5
+	r.Lanes[1].DeliveredRate, r.Lanes[1].AckedRate = 0.5, 0.5
+	var b bytes.Buffer
+	WatchHeader(&b, PlainStyles(), r.Time, 2*time.Second, "")
+	if err := InspectTable(&b, PlainStyles(), r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_watch", b.Bytes())
+}
+
+func TestInspectPrometheusGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := InspectPrometheus(&b, fixedReport()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_prometheus", b.Bytes())
+	checkExposition(t, b.String())
+}
+
+// checkExposition checks the text format rules a scraper relies on: every
+// series follows its HELP and TYPE, and no series appears twice.
+func checkExposition(t *testing.T, text string) {
+	t.Helper()
+	seen := map[string]bool{}
+	typed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		if strings.HasPrefix(line, "# TYPE ") {
+			typed[strings.Fields(line)[2]] = true
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name := line[:strings.IndexAny(line, "{ ")]
+		if !typed[name] {
+			t.Fatalf("series before its TYPE line: %s", line)
+		}
+		series := line[:strings.LastIndexByte(line, ' ')]
+		if seen[series] {
+			t.Fatalf("duplicate series %s", series)
+		}
+		seen[series] = true
+	}
+}
+
+func TestInspectJSONGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := InspectJSON(&b, fixedReport(), nil); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_json", b.Bytes())
+	// The names scripts rely on.
+	var doc struct {
+		Lanes    []map[string]any `json:"lanes"`
+		Findings []map[string]any `json:"findings"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "partition", "pending", "ack_pending", "max_ack_pending", "redelivered", "waiting"} {
+		if _, ok := doc.Lanes[1][k]; !ok {
+			t.Errorf("lane JSON lacks %q", k)
+		}
+	}
+	for _, k := range []string{"severity", "lane", "message"} {
+		if _, ok := doc.Findings[0][k]; !ok {
+			t.Errorf("finding JSON lacks %q", k)
+		}
+	}
+}
+
+func TestPromEscape(t *testing.T) {
+	if got := promEscape("a\"b\\c\nd"); got != `a\"b\\c\nd` {
+		t.Fatal(got)
+	}
+}
+
+// TestFindingsBounded: the table shows five findings of one code and
+// counts the rest.
+func TestFindingsBounded(t *testing.T) {
+	var fs []health.Finding
+	for i := 0; i < 7; i++ {
+		fs = append(fs, health.Finding{Severity: health.Warning, Code: "no_workers", Message: "m", Advice: "a"})
+	}
+	fs = append(fs, health.Finding{Severity: health.Info, Code: "held", Message: "h", Advice: "a"})
+	var b bytes.Buffer
+	Findings(&b, PlainStyles(), fs)
+	out := b.String()
+	if strings.Count(out, "no_workers: m") != 5 || !strings.Contains(out, "... and 2 more no_workers findings") || !strings.Contains(out, "held: h") {
+		t.Fatalf("bounded findings:\n%s", out)
+	}
+}
