@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/model"
@@ -299,9 +300,10 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 		return err
 	}
 	var liveErr error
+	var laneReport *health.Report
 	if o.Live {
 		sim.Mode = "live"
-		sim.Results, liveErr = liveResults(ctx, o, w, predictions)
+		sim.Results, laneReport, liveErr = liveResults(ctx, o, w, predictions)
 		if liveErr != nil && len(sim.Results) == 0 {
 			return liveErr
 		}
@@ -313,7 +315,12 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 	if o.Output == "json" {
 		err = render.JSON(o.IO.Out, sim)
 	} else {
-		err = render.SimulationTable(o.IO.Out, render.NewStyles(o.IO.Out), sim)
+		st := render.NewStyles(o.IO.Out)
+		err = render.SimulationTable(o.IO.Out, st, sim)
+		if err == nil && laneReport != nil {
+			fmt.Fprintln(o.IO.Out, "\n"+st.Heading.Render("Lanes on the server after the run (lanes inspect)"))
+			err = render.InspectTable(o.IO.Out, st, laneReport)
+		}
 		if err == nil && o.SeedStory && !o.Live {
 			fmt.Fprintln(o.IO.Err, "\nnext: lanes simulate --live   (the same on a real, embedded nats-server)")
 		}

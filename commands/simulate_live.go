@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
@@ -16,9 +18,23 @@ var runLive = live.Run
 
 // liveResults runs the live simulation and puts the model's prediction
 // beside each live result.
-func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) ([]render.StrategyResult, error) {
+// It also returns the lanes strategy's lane report, read on the server as
+// lanes inspect would before the run's stream is removed.
+func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) ([]render.StrategyResult, *health.Report, error) {
+	var lanes *health.Report
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
-		WorkersPerLane: o.Workers, InProgress: o.InProgress, Keep: o.Keep, Progress: liveProgress(o.IO)}
+		WorkersPerLane: o.Workers, InProgress: o.InProgress, Keep: o.Keep, Progress: liveProgress(o.IO),
+		BeforeCleanup: func(ctx context.Context, c *connect.Conn, strategy, stream string) {
+			if strategy != live.Lanes {
+				return
+			}
+			r, err := health.Read(ctx, c, health.Options{Stream: stream})
+			if err != nil {
+				fmt.Fprintf(o.IO.Err, "warning: cannot read the lane table after the run: %v\n", err)
+				return
+			}
+			lanes = r
+		}}
 	results, err := runLive(ctx, req)
 	if o.IO.ErrTTY {
 		fmt.Fprintln(o.IO.Err) // end the progress line
@@ -33,7 +49,7 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 		}
 		out = append(out, sr)
 	}
-	return out, err
+	return out, lanes, err
 }
 
 // liveProgress draws one progress line on stderr when it is a
