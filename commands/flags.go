@@ -169,6 +169,11 @@ func loadPlan(c *cli.Context, io *IO) (*planner.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return planWithWarnings(d, io)
+}
+
+// planWithWarnings plans a design; warnings go to stderr.
+func planWithWarnings(d planner.Design, io *IO) (*planner.Plan, error) {
 	p, err := planner.New(d)
 	if err != nil {
 		return nil, err

@@ -265,18 +265,6 @@ func parseStrategies(s string, seed bool) ([]string, error) {
 	return out, nil
 }
 
-// planWithWarnings plans a design read by readDesign; warnings go to stderr.
-func planWithWarnings(d planner.Design, io *IO) (*planner.Plan, error) {
-	p, err := planner.New(d)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range p.Warnings {
-		fmt.Fprintf(io.Err, "warning: %s\n", w)
-	}
-	return p, nil
-}
-
 // runSimulate builds the workload and runs the model (and the live run, or
 // a sweep), then renders the result in the chosen format.
 func runSimulate(ctx context.Context, o SimulateOptions) error {

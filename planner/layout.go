@@ -188,49 +188,35 @@ func intArgs(s string) ([]int, error) {
 	return out, nil
 }
 
-// Filter is the consumer filter that covers exactly partition p.
-func (l *Layout) Filter(p int) string {
+// subject writes the destination with literal tokens as they are and the
+// partition and wildcard tokens as fill says.
+func (l *Layout) subject(partition string, wildcard func(i int) string) string {
 	parts := make([]string, len(l.destTokens))
 	for i, t := range l.destTokens {
 		switch t.kind {
 		case destLiteral:
 			parts[i] = t.literal
 		case destPartition:
-			parts[i] = strconv.Itoa(p)
+			parts[i] = partition
 		case destWildcard:
-			parts[i] = "*"
+			parts[i] = wildcard(t.wild)
 		}
 	}
 	return strings.Join(parts, ".")
 }
+
+func star(int) string { return "*" }
+
+// Filter is the consumer filter that covers exactly partition p.
+func (l *Layout) Filter(p int) string { return l.subject(strconv.Itoa(p), star) }
 
 // Pattern is the partitioned subject space with the partition as '*':
 // what a stream must capture when the mapping lives in the account.
-func (l *Layout) Pattern() string {
-	f := l.Filter(0)
-	toks := strings.Split(f, ".")
-	for i, t := range l.destTokens {
-		if t.kind == destPartition {
-			toks[i] = "*"
-		}
-	}
-	return strings.Join(toks, ".")
-}
+func (l *Layout) Pattern() string { return l.subject("*", star) }
 
 // Describe shows the partitioned subject with named placeholders, for people.
 func (l *Layout) Describe() string {
-	parts := make([]string, len(l.destTokens))
-	for i, t := range l.destTokens {
-		switch t.kind {
-		case destLiteral:
-			parts[i] = t.literal
-		case destPartition:
-			parts[i] = "<partition>"
-		case destWildcard:
-			parts[i] = fmt.Sprintf("<token%d>", t.wild)
-		}
-	}
-	return strings.Join(parts, ".")
+	return l.subject("<partition>", func(i int) string { return fmt.Sprintf("<token%d>", i) })
 }
 
 // Partition is the server's partition(): FNV-1a 32-bit over the key bytes, mod n.
@@ -344,19 +330,10 @@ func (l *Layout) Transform(subject string) (string, bool) {
 		return "", false
 	}
 	p := l.hashKey(b, &wild)
-	parts := make([]string, len(l.destTokens))
-	for i, t := range l.destTokens {
-		switch t.kind {
-		case destLiteral:
-			parts[i] = t.literal
-		case destPartition:
-			parts[i] = strconv.Itoa(p)
-		case destWildcard:
-			s := wild[t.wild-1]
-			parts[i] = subject[s.start:s.end]
-		}
-	}
-	return strings.Join(parts, "."), true
+	return l.subject(strconv.Itoa(p), func(i int) string {
+		s := wild[i-1]
+		return subject[s.start:s.end]
+	}), true
 }
 
 // Placement is what a stored (partitioned) subject says about itself.
