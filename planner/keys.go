@@ -3,6 +3,7 @@ package planner
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -270,7 +271,7 @@ func (h *hotKeys) shrink() {
 	for _, e := range h.entries {
 		all = append(all, e.count)
 	}
-	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+	slices.Sort(all)
 	median := all[len(all)/2]
 	for key, i := range h.index {
 		if h.entries[i].count -= median; h.entries[i].count <= 0 {
