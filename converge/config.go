@@ -199,12 +199,6 @@ func hold(body map[string]json.RawMessage) {
 	setMeta(body, MetaHeld, heldValue)
 }
 
-// unhold lifts apply's own hold.
-func unhold(body map[string]json.RawMessage) {
-	delete(body, "pause_until")
-	setMeta(body, MetaHeld, "")
-}
-
 // setMeta sets (or with "" removes) one metadata key of a config body.
 func setMeta(body map[string]json.RawMessage, key, value string) {
 	meta := map[string]string{}
@@ -220,8 +214,11 @@ func setMeta(body map[string]json.RawMessage, key, value string) {
 	body["metadata"] = raw(meta)
 }
 
-// isHeld reports whether apply itself paused this lane for a repartition.
-func isHeld(c jetstream.ConsumerConfig) bool { return c.Metadata[MetaHeld] == heldValue }
+// isHeld reports whether apply itself paused this lane for a repartition:
+// its marker, or its pause date if apply stopped between the two.
+func isHeld(c jetstream.ConsumerConfig) bool {
+	return c.Metadata[MetaHeld] == heldValue || (c.PauseUntil != nil && c.PauseUntil.Equal(heldUntil))
+}
 
 // backlog is what a lane still has to do: undelivered plus unacked.
 func backlog(ci *jetstream.ConsumerInfo) int64 {

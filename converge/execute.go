@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -239,14 +241,7 @@ func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 			}
 		})
 	case ActionUpdate, ActionHold, ActionResume:
-		body := updateBody(l.live.Config, l.want)
-		switch l.Action {
-		case ActionHold:
-			hold(body)
-		case ActionResume:
-			unhold(body)
-		}
-		if err := x.updateLane(ctx, l.Name, body); err != nil {
+		if err := x.changeLane(ctx, l.Name, l.live.Config, l.want, l.Action); err != nil {
 			return err
 		}
 		x.count(func(r *Result) {
@@ -268,6 +263,54 @@ func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 		return x.deleteConsumer(ctx, l.placeholder.Name)
 	}
 	return nil
+}
+
+// changeLane updates a live lane to the design, holding or resuming it.
+// A consumer update cannot change a pause (the server keeps the current
+// one), so holds go through the PAUSE API: pause first, then mark; resume
+// first, then unmark. A hold is recognised by its marker or by its pause
+// date, so an interruption between the two requests is harmless.
+func (x *executor) changeLane(ctx context.Context, name string, live jetstream.ConsumerConfig, want planner.ConsumerConfig, action Action) error {
+	body := updateBody(live, want)
+	switch action {
+	case ActionHold:
+		if err := x.pause(ctx, name, heldUntil); err != nil {
+			return err
+		}
+		setMeta(body, MetaHeld, heldValue)
+	case ActionResume:
+		if err := x.pause(ctx, name, time.Time{}); err != nil {
+			return err
+		}
+		setMeta(body, MetaHeld, "")
+	}
+	if action != ActionUpdate && !x.configDiffers(live, body) {
+		return nil
+	}
+	return x.updateLane(ctx, name, body)
+}
+
+// configDiffers reports whether sending body would change the lane.
+func (x *executor) configDiffers(live jetstream.ConsumerConfig, body map[string]json.RawMessage) bool {
+	cur := toMap(live)
+	for k, v := range body {
+		if k == "pause_until" {
+			continue
+		}
+		if !jsonEqual(cur[k], v) {
+			return true
+		}
+	}
+	return false
+}
+
+// pause pauses a lane until a time, or resumes it (zero time).
+func (x *executor) pause(ctx context.Context, name string, until time.Time) error {
+	req := map[string]any{}
+	if !until.IsZero() {
+		req["pause_until"] = until
+	}
+	return x.a.write(ctx, "CONSUMER.PAUSE."+x.stream+"."+name, req, nil)
 }
 
 func (x *executor) createLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {

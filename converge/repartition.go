@@ -178,9 +178,7 @@ func (x *executor) resumeNew(ctx context.Context, l *lanelist.Listing) error {
 		work = append(work, &LaneChange{Name: ci.Name, Partition: tag.Partition, Partitions: tag.Partitions, Action: ActionResume, live: ci, want: want})
 	}
 	errs := x.parallel(ctx, PhaseResume, len(work), func(ctx context.Context, i int) error {
-		body := updateBody(work[i].live.Config, work[i].want)
-		unhold(body)
-		if err := x.updateLane(ctx, work[i].Name, body); err != nil {
+		if err := x.changeLane(ctx, work[i].Name, work[i].live.Config, work[i].want, ActionResume); err != nil {
 			return err
 		}
 		x.count(func(r *Result) { r.Resumed++ })
