@@ -314,21 +314,26 @@ func (x *executor) pause(ctx context.Context, name string, until time.Time) erro
 }
 
 func (x *executor) createLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
-	return x.putConsumer(ctx, name, cfg, "create")
+	return x.putConsumer(ctx, name, cfg, "create", nil)
 }
 
 func (x *executor) updateLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
-	return x.putConsumer(ctx, name, cfg, "update")
+	return x.putConsumer(ctx, name, cfg, "update", nil)
 }
 
 // putConsumer creates or updates a consumer; action "create" fails if a
-// different one exists, "update" if none does, "" does either.
-func (x *executor) putConsumer(ctx context.Context, name string, cfg map[string]json.RawMessage, action string) error {
+// different one exists, "update" if none does, "" does either. The
+// server's answer is read into info when it is given.
+func (x *executor) putConsumer(ctx context.Context, name string, cfg map[string]json.RawMessage, action string, info *jetstream.ConsumerInfo) error {
 	req := map[string]any{"stream_name": x.stream, "config": cfg}
 	if action != "" {
 		req["action"] = action
 	}
-	return x.a.write(ctx, "CONSUMER.CREATE."+x.stream+"."+name, req, nil)
+	var out any
+	if info != nil {
+		out = info
+	}
+	return x.a.write(ctx, "CONSUMER.CREATE."+x.stream+"."+name, req, out)
 }
 
 // deleteConsumer deletes a consumer; one already gone is fine.

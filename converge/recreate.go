@@ -40,13 +40,13 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 	}
 	pos := positionOf(&info)
 	ph := x.placeholderConfig(l, pos.StartSeq)
-	if err := x.putConsumer(ctx, placeholderName(l.Name), ph, ""); err != nil {
+	if err := x.putConsumer(ctx, placeholderName(l.Name), ph, "", nil); err != nil {
 		return fmt.Errorf("recording its position: %w", err)
 	}
 	if err := x.deleteConsumer(ctx, l.Name); err != nil {
 		return err
 	}
-	if err := x.createLane(ctx, l.Name, recreateBody(l.live.Config, l.want, pos.StartSeq)); err != nil {
+	if err := x.createAt(ctx, l.Name, recreateBody(l.live.Config, l.want, pos.StartSeq)); err != nil {
 		return err
 	}
 	if err := x.deleteConsumer(ctx, placeholderName(l.Name)); err != nil {
@@ -68,7 +68,7 @@ func (x *executor) finish(ctx context.Context, l *LaneChange) error {
 	if l.Held {
 		hold(body)
 	}
-	if err := x.createLane(ctx, l.Name, body); err != nil {
+	if err := x.createAt(ctx, l.Name, body); err != nil {
 		return err
 	}
 	if err := x.deleteConsumer(ctx, l.placeholder.Name); err != nil {
@@ -76,6 +76,31 @@ func (x *executor) finish(ctx context.Context, l *LaneChange) error {
 	}
 	x.count(func(r *Result) { r.Recreated = append(r.Recreated, Recreated{Lane: l.Name, Position: *l.Position}) })
 	return nil
+}
+
+// createAt creates a lane at a start sequence and checks that it really
+// starts there. A create that races with the deletion of the consumer of
+// the same name (a previous, interrupted apply's delete still running on
+// the server) can pick up the deleted consumer's stale state from disk:
+// the lane would then start elsewhere. A new lane has delivered nothing;
+// if it has, it is deleted and created again.
+func (x *executor) createAt(ctx context.Context, name string, body map[string]json.RawMessage) error {
+	const attempts = 3
+	for i := 1; ; i++ {
+		var info jetstream.ConsumerInfo
+		if err := x.putConsumer(ctx, name, body, "create", &info); err != nil {
+			return err
+		}
+		if info.Delivered.Consumer == 0 && info.NumAckPending == 0 {
+			return nil
+		}
+		if i == attempts {
+			return fmt.Errorf("the server keeps an old state for %s (delivered stream sequence %d): delete it and re-run apply", name, info.Delivered.Stream)
+		}
+		if err := x.deleteConsumer(ctx, name); err != nil {
+			return err
+		}
+	}
 }
 
 // recreatePause outlasts the remaining steps of a recreate; if apply dies

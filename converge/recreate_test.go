@@ -178,6 +178,7 @@ func TestRecreateInterrupted(t *testing.T) {
 	if info.Config.MaxWaiting != 64 {
 		t.Fatalf("lane not converged: %+v", info.Config)
 	}
+	t.Logf("lane after the re-run: paused=%v deliver=%v start=%d pending=%d ackpending=%d delivered=%+v floor=%+v", info.Paused, info.Config.DeliverPolicy, info.Config.OptStartSeq, info.NumPending, info.NumAckPending, info.Delivered, info.AckFloor)
 	if s := seqOf(t, next(t, js, p.Stream.Name, lane)); s != seqs[2] {
 		t.Fatalf("after the interrupted recreate the lane delivers %d, want %d (position lost)", s, seqs[2])
 	}

@@ -49,9 +49,10 @@ func StartWith(t testing.TB, opts *server.Options) *Server {
 // Restart stops the server and starts it again on the same port and store.
 func (s *Server) Restart() {
 	s.t.Helper()
+	port := s.Server.Addr().(*net.TCPAddr).Port // before Stop: a stopped server has no address
 	s.Stop()
 	opts := s.Opts.Clone()
-	opts.Port = s.Server.Addr().(*net.TCPAddr).Port
+	opts.Port = port
 	ns, err := embedded.Start(opts)
 	if err != nil {
 		s.t.Fatal(err)
