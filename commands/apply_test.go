@@ -187,3 +187,28 @@ func TestApplyUsage(t *testing.T) {
 		t.Fatalf("help: exit %d\n%s", code, out)
 	}
 }
+
+// TestApplyClusterUnavailableLane: the CLI on a 3-node cluster with one
+// node down reports the lanes it cannot reach (exit 5) instead of hanging.
+func TestApplyClusterUnavailableLane(t *testing.T) {
+	cleanEnv(t)
+	cl := natstest.StartCluster(t, 3)
+	cl.WaitForJetStream()
+	base := append([]string{"apply", "--yes", "--replicas", "3", "--lane-replicas", "1"}, seed...)
+	if code, _, errs := lanes(t, append(base, "--server", cl.URLs())...); code != 0 {
+		t.Fatalf("fresh apply on the cluster: exit %d %s", code, errs)
+	}
+	cl.Servers[2].Stop()
+	cl.WaitForMetaLeader()
+	up := cl.Servers[0].ClientURL() + "," + cl.Servers[1].ClientURL()
+	var code int
+	var out, errs string
+	for attempt := 0; attempt < 5; attempt++ { // the stream may still be electing a leader
+		if code, out, errs = lanes(t, append(base, "--server", up, "--timeout", "8s", "--max-deliver", "9")...); code == commands.ExitIncomplete {
+			break
+		}
+	}
+	if code != commands.ExitIncomplete || !strings.Contains(out, "unavailable") || !strings.Contains(errs, "could not be read") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+}

@@ -56,7 +56,7 @@ func takeInventory(p *planner.Plan, live *Live) *inventory {
 	inv := &inventory{design: p.Design.Name, byName: map[string]*jetstream.ConsumerInfo{},
 		lanes: map[int]map[int][]*jetstream.ConsumerInfo{}, placeholders: map[string]*jetstream.ConsumerInfo{},
 		unavailable: map[string]string{}, used: map[string]bool{}}
-	for _, ci := range live.Consumers.Consumers {
+	for _, ci := range named(live.Consumers) {
 		inv.byName[ci.Name] = ci
 		if lane := ci.Config.Metadata[MetaRecreateLane]; lane != "" && ci.Config.Metadata[MetaRecreateDesign] == inv.design {
 			inv.placeholders[lane] = ci
@@ -437,7 +437,7 @@ func (d *Diff) consumersNeeded(designed int) int {
 			adding++
 		}
 	}
-	return max(designed, len(d.live.Consumers.Consumers)+len(d.live.Consumers.Missing)+adding)
+	return max(designed, len(named(d.live.Consumers))+len(d.live.Consumers.Missing)+adding)
 }
 
 func (d *Diff) streamOutOfReach(got, want planner.StreamConfig) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/lanelist"
 	"github.com/lanes-dev/lanes/planner"
@@ -81,3 +83,17 @@ func effectiveMaxConsumers(n int) int {
 
 // serverDefaultMaxConsumers is nats-server's default cap per stream.
 const serverDefaultMaxConsumers = 1000
+
+// named is the listing's consumers that have a name. In a cluster, the
+// server lists a consumer whose leader is down both by name under
+// "missing" and as an entry with its config but no name: such an entry
+// cannot be addressed, and its lane is reported unavailable by name.
+func named(l *lanelist.Listing) []*jetstream.ConsumerInfo {
+	out := make([]*jetstream.ConsumerInfo, 0, len(l.Consumers))
+	for _, ci := range l.Consumers {
+		if ci != nil && ci.Name != "" {
+			out = append(out, ci)
+		}
+	}
+	return out
+}

@@ -69,7 +69,7 @@ func (x *executor) oldLanes(l *lanelist.Listing) (lanes []*jetstream.ConsumerInf
 	for _, g := range x.d.Repartition.From {
 		old[g] = true
 	}
-	for _, ci := range l.Consumers {
+	for _, ci := range named(l) {
 		if tag, ok := lanelist.TagOf(ci.Config); ok && tag.Design == x.d.Design && old[tag.Partitions] {
 			lanes = append(lanes, ci)
 		}
@@ -168,7 +168,7 @@ func (x *executor) drainIncomplete(lanes []*jetstream.ConsumerInfo, unavailable 
 func (x *executor) resumeNew(ctx context.Context, l *lanelist.Listing) error {
 	p := x.d.plan
 	var work []*LaneChange
-	for _, ci := range l.Consumers {
+	for _, ci := range named(l) {
 		tag, ok := lanelist.TagOf(ci.Config)
 		if !ok || tag.Design != x.d.Design || tag.Partitions != p.Design.Partitions || !isHeld(ci.Config) {
 			continue
