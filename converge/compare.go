@@ -269,7 +269,7 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange 
 		lc.Reason = fmt.Sprintf("consumer %s exists and is a lane of design %q: choose another design name", ci.Name, tag.Design)
 		return lc
 	}
-	lc.Changes = consumerChanges(ci.Config, want)
+	lc.Changes = consumerChanges(ci.Config, lc.want)
 	lc.Action = d.laneAction(&lc, ci)
 	if lc.Action == ActionRefused {
 		return lc
