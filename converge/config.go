@@ -94,6 +94,10 @@ func consumerChanges(live jetstream.ConsumerConfig, want planner.ConsumerConfig)
 		got.DeliverPolicy, got.OptStartSeq = "all", 0
 	}
 	got.PauseUntil, want.PauseUntil = nil, nil
+	got.Metadata = onlyKeys(got.Metadata, want.Metadata)
+	if live.DeliverSubject == "" && reflect.DeepEqual(got, want) {
+		return nil // the common case, without comparing field by field
+	}
 	a, b := toMap(got), toMap(want)
 	var out []FieldChange
 	for _, f := range laneFields {
@@ -108,6 +112,18 @@ func consumerChanges(live jetstream.ConsumerConfig, want planner.ConsumerConfig)
 	}
 	if live.DeliverSubject != "" {
 		out = append(out, FieldChange{Field: "deliver_subject", Old: raw(live.DeliverSubject), New: orNull(nil), Immutable: true})
+	}
+	return out
+}
+
+// onlyKeys keeps the keys of m that want has: the design's metadata, not
+// the server's (_nats.*) nor other tools'.
+func onlyKeys(m, want map[string]string) map[string]string {
+	out := make(map[string]string, len(want))
+	for k := range want {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
 	}
 	return out
 }
