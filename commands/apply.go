@@ -154,7 +154,7 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 		}
 		return withCode(ExitRefused, &converge.RefusedError{Reasons: diff.Refusals})
 	}
-	if err := confirm(o, conn.Server, diff); err != nil {
+	if err := confirm(ctx, o, conn.Server, diff); err != nil {
 		if o.Output != "table" {
 			showDiff(o, conn.Server, diff, nil)
 		}
@@ -214,7 +214,7 @@ func applyExit(renderErr, err error) error {
 
 // confirm asks on a terminal before changing an existing stream; without
 // a terminal it refuses unless --yes was given.
-func confirm(o ApplyOptions, server string, d *converge.Diff) error {
+func confirm(ctx context.Context, o ApplyOptions, server string, d *converge.Diff) error {
 	if o.Yes || !d.StreamExists() {
 		return nil
 	}
@@ -224,10 +224,20 @@ func confirm(o ApplyOptions, server string, d *converge.Diff) error {
 			d.Stream.Name, server))
 	}
 	fmt.Fprintf(o.IO.Err, "Apply these changes to stream %s on %s? [y/N] ", d.Stream.Name, server)
-	line, _ := bufio.NewReader(o.IO.In).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return nil
+	answer := make(chan string, 1)
+	go func() { // Ctrl-C must not wait for Enter
+		line, _ := bufio.NewReader(o.IO.In).ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(o.IO.Err)
+		return context.Cause(ctx)
+	case line := <-answer:
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return nil
+		}
 	}
 	return withCode(ExitRefused, errors.New("not confirmed; nothing was changed"))
 }

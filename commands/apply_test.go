@@ -212,3 +212,4 @@ func TestApplyClusterUnavailableLane(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 }
+

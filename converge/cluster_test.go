@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
-	"github.com/lanes-dev/lanes/planner"
 )
 
 func openCluster(t *testing.T, urls string) *connect.Conn {
@@ -133,6 +130,4 @@ func TestClusterUnavailableLaneReported(t *testing.T) {
 	if took > 60*time.Second {
 		t.Fatalf("apply waited %s on unavailable lanes", took)
 	}
-	_ = jetstream.DeliverAllPolicy
-	_ = planner.MetaDesign
 }

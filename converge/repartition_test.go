@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
@@ -160,5 +158,4 @@ func TestRepartitionAccountMapping(t *testing.T) {
 	stop()
 	oc.waitAllProcessed(30 * time.Second)
 	oc.assertInOrder()
-	_ = jetstream.DeliverAllPolicy
 }
