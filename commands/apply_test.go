@@ -212,4 +212,3 @@ func TestApplyClusterUnavailableLane(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 }
-
