@@ -10,6 +10,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 func openCluster(t *testing.T, urls string) *connect.Conn {
@@ -24,7 +25,9 @@ func openCluster(t *testing.T, urls string) *connect.Conn {
 
 // TestClusterApplyAndRepartition: on a 3-node cluster with a replicated
 // stream and lanes, a fresh apply, a no-op re-apply with no writes, and a
-// repartition under load with per-key order checked.
+// repartition: refused while it would switch a replicated stream's
+// transform (see replicatedSwitchRisk), done with --force once the
+// publisher stopped, with workers running and per-key order checked.
 func TestClusterApplyAndRepartition(t *testing.T) {
 	cl := natstest.StartCluster(t, 3)
 	cl.WaitForJetStream()
@@ -58,9 +61,62 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 	stop := oc.publishInBackground()
 	d5 := design(5)
 	d5.Stream.Replicas = 3
-	_, res = apply(t, c, mustPlan(t, d5), converge.Options{DrainTimeout: time.Minute})
-	if res.Resumed != 5 || res.Deleted != 3 {
+	p5 := mustPlan(t, d5)
+	_, _, err := converge.Apply(context.Background(), c, p5, converge.Options{})
+	var refused *converge.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "3 replicas") {
+		t.Fatalf("a replicated stream's switch under load must be refused: %v", err)
+	}
+	stop() // the operator stops the publishers for the switch
+	_, res = apply(t, c, p5, converge.Options{Force: true, DrainTimeout: time.Minute})
+	if res.Resumed != 5 || res.Deleted != 3 || len(res.Warnings) != 0 {
 		t.Fatalf("cluster repartition %+v", res)
+	}
+	stop = oc.publishInBackground() // and starts them again
+	from := oc.processed.Load()
+	eventually(t, 30*time.Second, "new lanes to process new messages", func() bool { return oc.processed.Load() > from+200 })
+	stop()
+	oc.waitAllProcessed(60 * time.Second)
+	oc.assertInOrder()
+}
+
+// TestClusterAccountRepartitionUnderLoad: with the mapping in the account
+// (applied where a message enters, before the stream), a replicated
+// stream repartitions while publishers keep publishing, order intact.
+func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
+	cl := natstest.StartCluster(t, 3)
+	cl.WaitForJetStream()
+	c := openCluster(t, cl.URLs())
+	_, js := natstest.Connect(t, cl.URLs())
+	account := func(n int) *planner.Plan {
+		d := design(n)
+		d.Stream.Replicas = 3
+		d.Mapping = planner.MappingAccount
+		return mustPlan(t, d)
+	}
+	install := func(p *planner.Plan) { // the operator's step, on every server
+		for _, s := range cl.Servers {
+			if err := s.GlobalAccount().AddMapping(p.Mapping.Source, p.Mapping.Destination); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p3, p5 := account(3), account(5)
+	install(p3)
+	apply(t, c, p3, converge.Options{})
+	oc := newOrderCheck(t, js, p3.Stream.Name, "orders", 20)
+	oc.publish(300)
+	oc.watchLanes()
+	stop := oc.publishInBackground()
+	_, _, err := converge.Apply(context.Background(), c, p5, converge.Options{})
+	var inc *converge.IncompleteError
+	if !errors.As(err, &inc) {
+		t.Fatalf("first step: %v", err)
+	}
+	install(p5)
+	_, res := apply(t, c, p5, converge.Options{MappingSwitched: true, DrainTimeout: time.Minute})
+	if res.Resumed != 5 || res.Deleted != 3 {
+		t.Fatalf("second step: %+v", res)
 	}
 	stop()
 	oc.waitAllProcessed(60 * time.Second)

@@ -163,6 +163,8 @@ func (d *Diff) repartition(inv *inventory) *repartitionState {
 		switch {
 		case rp.Switched:
 			// Publishes already go to the new lanes: drain whatever is older.
+		case d.live.Stream != nil && d.live.Stream.Config.Replicas > 1 && !d.opts.Force:
+			d.refuse(replicatedSwitchRisk(d.live.Stream.Config.Replicas))
 		case liveGen != 0 && liveGen != n && inv.anyHeld(liveGen):
 			d.refuse(fmt.Sprintf("a repartition to %d partitions is in progress and the mapping already sends publishes to its held n%d lanes: finish it first (--partitions %d)", liveGen, liveGen, liveGen))
 		case len(gens) > 1 || (liveGen != 0 && !old[liveGen]):
@@ -181,6 +183,21 @@ func (d *Diff) repartition(inv *inventory) *repartitionState {
 	rp.Step = d.repartitionStep(rp)
 	d.Repartition = rp.Repartition
 	return rp
+}
+
+// replicatedSwitchRisk explains why switching a replicated stream's
+// transform under load is unsafe. nats-server (2.15) proposes a message
+// with its original subject and each replica applies the stream's subject
+// transform when it stores it, while a stream update reaches the replicas
+// through the meta group, at moments of its own: a message published
+// during the switch can be stored under the old partition on one replica
+// and the new one on another. Lanes led on different replicas then
+// deliver it twice, never, or out of order.
+func replicatedSwitchRisk(replicas int) string {
+	return fmt.Sprintf("the stream has %d replicas, and nats-server applies a stream's subject transform on each replica as it stores a message, "+
+		"while a stream update reaches the replicas at different moments: messages published during the switch can be stored under the old partition on one replica "+
+		"and the new one on another (delivered twice, never, or out of order). Stop the publishers and re-run with --force (restart them once apply reports the mapping switched), "+
+		"or use mapping: account, where the mapping applies before the stream", replicas)
 }
 
 func (d *Diff) repartitionStep(rp *repartitionState) string {

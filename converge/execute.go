@@ -30,7 +30,9 @@ type Result struct {
 	Failures        []Failure    `json:"failures,omitempty"`
 	// Incomplete says why the server is not yet as designed and what a
 	// re-run needs; empty when apply finished.
-	Incomplete    []string      `json:"incomplete,omitempty"`
+	Incomplete []string `json:"incomplete,omitempty"`
+	// Warnings are things done that deserve a look.
+	Warnings      []string      `json:"warnings,omitempty"`
 	WriteRequests int64         `json:"write_requests"`
 	Elapsed       time.Duration `json:"elapsed_ns"`
 }
@@ -267,9 +269,12 @@ func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 
 // changeLane updates a live lane to the design, holding or resuming it.
 // A consumer update cannot change a pause (the server keeps the current
-// one), so holds go through the PAUSE API: pause first, then mark; resume
-// first, then unmark. A hold is recognised by its marker or by its pause
-// date, so an interruption between the two requests is harmless.
+// one), so holds go through the PAUSE API, and every config update is
+// made while the lane is paused: hold = pause, then mark; resume = unmark,
+// then unpause. (In a cluster, updating a lane that is delivering can make
+// it deliver its first messages again.) A hold is recognised by its marker
+// or by its pause date, so an interruption between the two requests is
+// harmless.
 func (x *executor) changeLane(ctx context.Context, name string, live jetstream.ConsumerConfig, want planner.ConsumerConfig, action Action) error {
 	body := updateBody(live, want)
 	switch action {
@@ -279,15 +284,17 @@ func (x *executor) changeLane(ctx context.Context, name string, live jetstream.C
 		}
 		setMeta(body, MetaHeld, heldValue)
 	case ActionResume:
-		if err := x.pause(ctx, name, time.Time{}); err != nil {
-			return err
-		}
 		setMeta(body, MetaHeld, "")
 	}
-	if action != ActionUpdate && !x.configDiffers(live, body) {
-		return nil
+	if action == ActionUpdate || x.configDiffers(live, body) {
+		if err := x.updateLane(ctx, name, body); err != nil {
+			return err
+		}
 	}
-	return x.updateLane(ctx, name, body)
+	if action == ActionResume {
+		return x.pause(ctx, name, time.Time{})
+	}
+	return nil
 }
 
 // configDiffers reports whether sending body would change the lane.

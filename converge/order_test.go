@@ -27,6 +27,7 @@ type orderCheck struct {
 	mu         sync.Mutex
 	published  map[string]int // key -> messages published
 	seen       map[string]int // key -> last number processed
+	lastFrom   map[string]string
 	violations []string
 	processed  atomic.Int64
 
@@ -38,7 +39,7 @@ type orderCheck struct {
 }
 
 func newOrderCheck(t testing.TB, js jetstream.JetStream, stream, design string, keys int) *orderCheck {
-	o := &orderCheck{t: t, js: js, stream: stream, design: design, published: map[string]int{}, seen: map[string]int{}, started: map[string]bool{}}
+	o := &orderCheck{t: t, js: js, stream: stream, design: design, published: map[string]int{}, seen: map[string]int{}, lastFrom: map[string]string{}, started: map[string]bool{}}
 	for i := 0; i < keys; i++ {
 		o.keys = append(o.keys, fmt.Sprintf("key%d", i))
 	}
@@ -59,12 +60,17 @@ func (o *orderCheck) publishOne(key string) {
 	o.published[key]++
 	n := o.published[key]
 	o.mu.Unlock()
-	for {
-		_, err := o.js.Publish(o.ctx, "msgs.received_from."+key, []byte(key+" "+strconv.Itoa(n)))
+	body := key + " " + strconv.Itoa(n)
+	for attempt := 0; ; attempt++ {
+		// The message ID makes a retry of a publish that was stored but not
+		// acknowledged (a leader change in a cluster) a no-op.
+		_, err := o.js.Publish(o.ctx, "msgs.received_from."+key, []byte(body), jetstream.WithMsgID(body))
 		if err == nil || o.ctx.Err() != nil {
 			return
 		}
-		// A leader election in a cluster: the same message, again.
+		if attempt == 0 {
+			o.t.Logf("publish %q: %v (retrying)", body, err)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -110,9 +116,16 @@ func (o *orderCheck) watchLanes() {
 // work processes one lane until it is deleted or the check stops.
 func (o *orderCheck) work(lane string) {
 	defer o.workers.Done()
-	c, err := o.js.Consumer(o.ctx, o.stream, lane)
-	if err != nil {
-		return
+	var c jetstream.Consumer
+	for {
+		var err error
+		if c, err = o.js.Consumer(o.ctx, o.stream, lane); err == nil {
+			break
+		}
+		if o.ctx.Err() != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // a new lane in a cluster may not answer at once
 	}
 	for o.ctx.Err() == nil {
 		b, err := c.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
@@ -123,7 +136,11 @@ func (o *orderCheck) work(lane string) {
 			continue
 		}
 		for m := range b.Messages() {
-			o.check(lane, string(m.Data()))
+			where := lane
+			if md, err := m.Metadata(); err == nil {
+				where = fmt.Sprintf("%s seq %d delivery %d", lane, md.Sequence.Stream, md.NumDelivered)
+			}
+			o.check(where, string(m.Data()))
 			for m.DoubleAck(o.ctx) != nil && o.ctx.Err() == nil {
 			}
 		}
@@ -139,8 +156,9 @@ func (o *orderCheck) check(lane, body string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if last := o.seen[key]; n != last+1 {
-		o.violations = append(o.violations, fmt.Sprintf("%s: key %s got %d after %d", lane, key, n, last))
+		o.violations = append(o.violations, fmt.Sprintf("%s: key %s got %d after %d (from %s)", lane, key, n, last, o.lastFrom[key]))
 	}
+	o.lastFrom[key] = lane
 	if n > o.seen[key] {
 		o.seen[key] = n
 	}

@@ -46,7 +46,11 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 	if err := x.deleteConsumer(ctx, l.Name); err != nil {
 		return err
 	}
-	if err := x.createAt(ctx, l.Name, recreateBody(l.live.Config, l.want, pos.StartSeq)); err != nil {
+	body := recreateBody(l.live.Config, l.want, pos.StartSeq)
+	if l.Held {
+		hold(body) // a repartition's new lane stays held through its recreate
+	}
+	if err := x.createAt(ctx, l.Name, body); err != nil {
 		return err
 	}
 	if err := x.deleteConsumer(ctx, placeholderName(l.Name)); err != nil {

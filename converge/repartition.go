@@ -2,6 +2,7 @@ package converge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,6 +27,12 @@ func (x *executor) repartition(ctx context.Context) error {
 		return nil
 	}
 	if !rp.Switched {
+		if u := x.d.Unavailable(); len(u) > 0 {
+			// An unreadable new lane may not be held: publishes must not
+			// reach it before the old lanes drain.
+			x.res.Incomplete = append(x.res.Incomplete, fmt.Sprintf("the mapping was not switched: %d lanes could not be read (%s)", len(u), shortList(u, 5)))
+			return nil
+		}
 		if rp.Mapping == planner.MappingAccount {
 			m := x.d.plan.Mapping
 			x.res.Incomplete = append(x.res.Incomplete, fmt.Sprintf(
@@ -49,16 +56,28 @@ func (x *executor) repartition(ctx context.Context) error {
 
 // switchMapping points the stream's subject transform at the new lanes.
 // From the update on, every publish is stored for a new (held) lane.
+// On a replicated stream this is only safe with no publishes in flight
+// (see replicatedSwitchRisk): the stream's last sequence is compared
+// before and after, and a warning says if it moved.
 func (x *executor) switchMapping(ctx context.Context) error {
-	var info streamInfo
-	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+	var before, after streamInfo
+	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &before); err != nil {
 		return err
 	}
-	live := toMap(info.Config)
+	live := toMap(before.Config)
 	if err := x.updateStream(ctx, live, map[string]any{"subject_transform": x.d.plan.Stream.SubjectTransform}); err != nil {
 		return err
 	}
 	x.res.MappingSwitched = true
+	var cfg planner.StreamConfig
+	_ = json.Unmarshal(before.Config, &cfg)
+	if cfg.Replicas > 1 {
+		if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &after); err == nil && after.State.LastSeq != before.State.LastSeq {
+			x.res.Warnings = append(x.res.Warnings, fmt.Sprintf(
+				"messages were published while the mapping of this %d-replica stream switched (stream sequences %d..%d): their replicas may disagree on their partition; check those keys' order",
+				cfg.Replicas, before.State.LastSeq+1, after.State.LastSeq))
+		}
+	}
 	return nil
 }
 

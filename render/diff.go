@@ -331,6 +331,9 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result) {
 		}
 		fmt.Fprintf(w, "  old lanes: %d, backlog %d at the start, %s after %s\n", dr.Lanes, dr.Initial, state, dr.Waited.Round(time.Millisecond))
 	}
+	for _, warning := range r.Warnings {
+		fmt.Fprintln(w, s.Warn.Render("  warning: "+warning))
+	}
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, s.Bad.Render(fmt.Sprintf("  %d lane changes failed (see stderr)", len(r.Failures))))
 	}

@@ -10,14 +10,30 @@ import (
 )
 
 // WaitForJetStream waits until the JetStream API answers through every
-// URL (comma separated): right after a cluster starts, a node may know of
-// no meta leader yet for a moment, and a request through it times out.
+// node: right after a cluster starts, a node may know of no meta leader
+// yet for a moment, and a request through it times out.
+// It also waits until the meta leader can place replicas on every running
+// node (it knows their JetStream stats), or an R3 stream cannot be created.
 func (c *Cluster) WaitForJetStream() {
 	c.t.Helper()
+	running := 0
 	for _, s := range c.Servers {
 		if s.Running() {
+			running++
 			waitForJetStream(c.t, s.ClientURL())
 		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, s := range c.Servers {
+			if s.Running() && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == running {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the meta leader does not see the %d running nodes", running)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
