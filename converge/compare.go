@@ -3,6 +3,7 @@ package converge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -437,6 +438,11 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 		d.OutOfReach = append(d.OutOfReach, fmt.Sprintf("stream %s has a subject transform (%s -> %s) but the design's mapping lives in the account: apply leaves it", want.Name, got.SubjectTransform.Source, got.SubjectTransform.Destination))
 	}
 	d.streamOutOfReach(got, want)
+	for _, subj := range got.Subjects {
+		if !slices.Contains(want.Subjects, subj) {
+			d.OutOfReach = append(d.OutOfReach, fmt.Sprintf("stream subject %s is not in the design: apply never removes a subject (an older generation's, or another tool's)", subj))
+		}
+	}
 	d.Stream.Action = ActionUnchanged
 	if len(update) > 0 {
 		d.Stream.Action = ActionUpdate
