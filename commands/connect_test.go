@@ -239,3 +239,13 @@ func TestConnectContext(t *testing.T) {
 	check(commands.ExitAuth, applyArgs()...)
 	noSecrets(t, outs, "ctx-pw-SECRET", "not-it-SECRET")
 }
+
+// TestSecretsNotInHelp: secrets from the environment are not echoed as
+// flag defaults in --help.
+func TestSecretsNotInHelp(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("NATS_PASSWORD", "env-pw-SECRET")
+	t.Setenv("NATS_TOKEN", "env-token-SECRET")
+	_, out, errs := lanes(t, "apply", "--help")
+	noSecrets(t, []string{out, errs}, "env-pw-SECRET", "env-token-SECRET")
+}
