@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/lanes-dev/lanes/commands"
@@ -248,4 +249,21 @@ func TestSecretsNotInHelp(t *testing.T) {
 	t.Setenv("NATS_TOKEN", "env-token-SECRET")
 	_, out, errs := lanes(t, "apply", "--help")
 	noSecrets(t, []string{out, errs}, "env-pw-SECRET", "env-token-SECRET")
+}
+
+// TestConnectJSDomain: with --js-domain every JetStream request goes to
+// $JS.<domain>.API: the server's domain works, another domain answers
+// nothing (exit 13).
+func TestConnectJSDomain(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t, func(o *server.Options) { o.JetStreamDomain = "hub" })
+	code, out, errs := lanes(t, applyArgs("--server", srv.URL(), "--js-domain", "hub")...)
+	expect(t, code, out, errs, 0, "")
+	code, out, errs = lanes(t, applyArgs("--server", srv.URL(), "--js-domain", "hub")...)
+	expect(t, code, out, errs, 0, "")
+	if !strings.Contains(out, "Nothing to do") {
+		t.Fatalf("the second apply through the domain must find the lanes: %s", out)
+	}
+	code, out, errs = lanes(t, applyArgs("--server", srv.URL(), "--js-domain", "nowhere", "--timeout", "1s")...)
+	expect(t, code, out, errs, commands.ExitNoJetStream, "domain \"nowhere\"")
 }
