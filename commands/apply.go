@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -135,50 +136,72 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.DryRun {
-		return dryRunExit(diff, showDiff(o, conn.Server, diff, nil))
+	view := newApplyView(o, conn.Server)
+	if err := view.diff(diff); err != nil {
+		return err
 	}
-	if !diff.Refused() && !diff.Pending() {
-		// Nothing to do; unavailable lanes still make it incomplete.
-		res, err := converge.Execute(ctx, conn, diff)
-		return applyExit(showDiff(o, conn.Server, diff, res), err)
-	}
-	if o.Output == "table" {
-		if err := render.DiffTable(o.IO.Out, render.NewStyles(o.IO.Out), conn.Server, diff); err != nil {
+	switch {
+	case o.DryRun:
+		return dryRunExit(diff, view.done(diff, nil))
+	case diff.Refused():
+		view.done(diff, nil)
+		return withCode(ExitRefused, &converge.RefusedError{Reasons: diff.Refusals})
+	case diff.Pending():
+		if err := confirm(ctx, o, conn.Server, diff); err != nil {
+			view.done(diff, nil)
 			return err
 		}
 	}
-	if diff.Refused() {
-		if o.Output != "table" {
-			showDiff(o, conn.Server, diff, nil)
-		}
-		return withCode(ExitRefused, &converge.RefusedError{Reasons: diff.Refusals})
-	}
-	if err := confirm(ctx, o, conn.Server, diff); err != nil {
-		if o.Output != "table" {
-			showDiff(o, conn.Server, diff, nil)
-		}
-		return err
-	}
+	// Also when nothing is pending: lanes that could not be read make the
+	// apply incomplete.
 	res, err := converge.Execute(ctx, conn, diff)
 	bars.finish()
-	if o.Output == "table" {
-		render.ResultTable(o.IO.Out, render.NewStyles(o.IO.Out), res)
-		return applyExit(nil, err)
-	}
-	return applyExit(showDiff(o, conn.Server, diff, res), err)
+	return applyExit(view.done(diff, res), err)
 }
 
-// showDiff writes the diff (and the result, when apply ran) in the chosen format.
-func showDiff(o ApplyOptions, server string, d *converge.Diff, res *converge.Result) error {
-	doc := render.ApplyDoc{Server: server, DryRun: o.DryRun, Pending: d.Pending(), Diff: d, Result: res}
-	switch o.Output {
-	case "json":
-		return render.JSON(o.IO.Out, doc)
-	case "yaml":
-		return render.YAML(o.IO.Out, doc)
+// applyView shows the diff and what apply did, in the format chosen once
+// with -o: a table as things happen, or one document at the end.
+type applyView interface {
+	diff(d *converge.Diff) error                       // before anything changes
+	done(d *converge.Diff, res *converge.Result) error // res is nil when nothing ran
+}
+
+func newApplyView(o ApplyOptions, server string) applyView {
+	if o.Output == "table" {
+		return &tableView{out: o.IO.Out, server: server}
 	}
-	return render.DiffTable(o.IO.Out, render.NewStyles(o.IO.Out), server, d)
+	return &docView{o: o, server: server}
+}
+
+type tableView struct {
+	out    io.Writer
+	server string
+}
+
+func (v *tableView) diff(d *converge.Diff) error {
+	return render.DiffTable(v.out, render.NewStyles(v.out), v.server, d)
+}
+
+func (v *tableView) done(d *converge.Diff, res *converge.Result) error {
+	if res != nil && d.Pending() {
+		render.ResultTable(v.out, render.NewStyles(v.out), res)
+	}
+	return nil
+}
+
+type docView struct {
+	o      ApplyOptions
+	server string
+}
+
+func (v *docView) diff(*converge.Diff) error { return nil }
+
+func (v *docView) done(d *converge.Diff, res *converge.Result) error {
+	doc := render.ApplyDoc{Server: v.server, DryRun: v.o.DryRun, Pending: d.Pending(), Diff: d, Result: res}
+	if v.o.Output == "yaml" {
+		return render.YAML(v.o.IO.Out, doc)
+	}
+	return render.JSON(v.o.IO.Out, doc)
 }
 
 // dryRunExit: 4 when apply would refuse, 3 when changes are pending, 5

@@ -21,8 +21,8 @@ type progressBars struct {
 	bar   *progressbar.ProgressBar
 }
 
-func newProgressBars(io *IO) *progressBars {
-	return &progressBars{w: io.Err, on: io.ErrTTY}
+func newProgressBars(streams *IO) *progressBars {
+	return &progressBars{w: streams.Err, on: streams.ErrTTY}
 }
 
 var phaseText = map[converge.Phase]string{
