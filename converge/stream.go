@@ -160,4 +160,3 @@ func (d *Diff) accountNotes(rp *repartitionState) {
 	}
 	d.Account = n
 }
-
