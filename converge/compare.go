@@ -293,7 +293,8 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange 
 	}
 	d.holdOrResume(&lc, ci, rp)
 	if ph != nil && lc.Action != ActionRecreate {
-		lc.placeholder = ph // a leftover record from a finished recreate: deleted
+		lc.placeholder = ph
+		lc.Reason = "its recreate record " + ph.Name + " is left from a finished recreate: deleted"
 	}
 	return lc
 }

@@ -187,7 +187,11 @@ func (d *Diff) Pending() bool {
 	}
 	for _, l := range d.Lanes {
 		switch l.Action {
-		case ActionUnchanged, ActionKeep, ActionUnavailable, ActionRefused:
+		case ActionKeep, ActionUnavailable, ActionRefused:
+		case ActionUnchanged:
+			if l.placeholder != nil {
+				return true // a leftover recreate record to delete
+			}
 		default:
 			return true
 		}

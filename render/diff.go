@@ -123,7 +123,7 @@ type laneGroup struct {
 func laneSection(w io.Writer, s Styles, d *converge.Diff) error {
 	var groups []*laneGroup
 	for _, l := range d.Lanes {
-		if l.Action == converge.ActionUnchanged && !l.Held {
+		if l.Action == converge.ActionUnchanged && !l.Held && l.Reason == "" {
 			continue
 		}
 		k := groupKey(l)
