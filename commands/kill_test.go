@@ -45,18 +45,28 @@ func killAfter(t *testing.T, url, part string, n int64, args ...string) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
 	var seen atomic.Int64
+	killNow := make(chan struct{})
 	killed := make(chan struct{})
 	nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		if strings.Contains(m.Subject, part) && seen.Add(1) == n {
-			cmd.Process.Kill()
-			close(killed)
+			close(killNow)
 		}
 	})
 	nc.Flush()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-killNow:
+			cmd.Process.Kill()
+			close(killed)
+		case <-exited:
+		}
+	}()
 	err = cmd.Wait()
+	close(exited)
 	select {
 	case <-killed:
 		t.Logf("killed after %d %s requests: %v", n, part, err)

@@ -26,7 +26,7 @@ func TestFreshApplyThenNoop(t *testing.T) {
 	if !d.Pending() || !res.StreamCreated || res.Created != 8 {
 		t.Fatalf("fresh apply: pending=%v stream created=%v lanes created=%d", d.Pending(), res.StreamCreated, res.Created)
 	}
-	_, js := natstest.Connect(t, srv.URL())
+	nc, js := natstest.Connect(t, srv.URL())
 	s, err := js.Stream(context.Background(), p.Stream.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestFreshApplyThenNoop(t *testing.T) {
 			t.Fatalf("lane %s: %+v", want.Durable, got)
 		}
 	}
-	log.since(t, c.NC)
+	log.since(t, c.NC, nc) // the test's own reads are not apply's
 
 	d, res = apply(t, c, p, converge.Options{})
 	if d.Pending() || res.WriteRequests != 0 {

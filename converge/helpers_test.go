@@ -83,18 +83,20 @@ func watchAPI(t testing.TB, url string) *apiLog {
 	return l
 }
 
-// since returns the requests seen after the previous call. The sentinel,
-// published on the client's connection after its requests, arrives after
+// since returns the requests seen after the previous call. A sentinel,
+// published on each client connection after its requests, arrives after
 // them: no sleeping.
-func (l *apiLog) since(t testing.TB, client *nats.Conn) []string {
+func (l *apiLog) since(t testing.TB, clients ...*nats.Conn) []string {
 	t.Helper()
-	if err := client.Publish(sentinelSubject, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.sentinel:
-	case <-time.After(5 * time.Second):
-		t.Fatal("sentinel not seen")
+	for _, client := range clients {
+		if err := client.Publish(sentinelSubject, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.sentinel:
+		case <-time.After(5 * time.Second):
+			t.Fatal("sentinel not seen")
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
