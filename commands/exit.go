@@ -63,14 +63,21 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case interrupted(err):
+		return ExitInterrupted
 	case errors.As(err, &ce):
 		return connectCode(ce.Kind)
 	case errors.As(err, &fe), errors.As(err, &le), errors.As(err, new(*designFileError)):
 		return ExitUsage
-	case errors.Is(err, context.Canceled):
-		return ExitInterrupted
 	}
 	return ExitError
+}
+
+// interrupted: Ctrl-C, even when a request wrapped the cancellation (a
+// permission denial also cancels requests, but keeps its own kind).
+func interrupted(err error) bool {
+	var ce *connect.Error
+	return errors.Is(err, context.Canceled) && (!errors.As(err, &ce) || ce.Kind == connect.KindOther)
 }
 
 func connectCode(k connect.Kind) int {

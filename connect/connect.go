@@ -129,6 +129,8 @@ func (c *Conn) Close() {
 func (c *Conn) checkJetStream(ctx context.Context, domain string) error {
 	ctx, cancel := c.Guard(ctx)
 	defer cancel()
+	ctx, cancelTimeout := c.Ctx(ctx) // --timeout, not the jetstream package's default
+	defer cancelTimeout()
 	_, err := c.JS.AccountInfo(ctx)
 	if err == nil {
 		return nil

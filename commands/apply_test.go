@@ -1,0 +1,214 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/internal/natstest"
+)
+
+func streamExists(t *testing.T, js jetstream.JetStream, name string) bool {
+	t.Helper()
+	_, err := js.Stream(context.Background(), name)
+	return err == nil
+}
+
+// TestApplyWorkflow: dry run (exit 3, nothing created), apply, a second
+// apply that says there is nothing to do (exit 0), a dry run that agrees.
+func TestApplyWorkflow(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	t.Setenv("NATS_URL", srv.URL())
+
+	code, out, errs := lanes(t, append([]string{"apply", "--dry-run"}, seed...)...)
+	if code != commands.ExitChanges || !strings.Contains(out, "create") || errs != "" {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errs)
+	}
+	if streamExists(t, js, "ORDERS") {
+		t.Fatal("a dry run created the stream")
+	}
+	code, out, errs = lanes(t, append([]string{"apply"}, seed...)...)
+	if code != 0 || !strings.Contains(out, "stream created; 8 lanes created") {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = lanes(t, append([]string{"apply"}, seed...)...)
+	if code != 0 || !strings.Contains(out, "Nothing to do") || strings.Contains(out, "Applied") {
+		t.Fatalf("second apply: exit %d\n%s", code, out)
+	}
+	code, out, _ = lanes(t, append([]string{"plan"}, seed...)...) // NATS_URL set: plan shows the diff
+	if code != 0 || !strings.Contains(out, "Nothing to do") {
+		t.Fatalf("plan --server after apply: exit %d\n%s", code, out)
+	}
+}
+
+// TestApplyNeedsConfirmation: without a terminal and without --yes, a
+// change to an existing stream is refused (exit 4) and nothing changes.
+func TestApplyNeedsConfirmation(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	base := append([]string{"apply", "--server", srv.URL()}, seed...)
+	if code, _, errs := lanes(t, base...); code != 0 {
+		t.Fatalf("fresh apply needs no confirmation: exit %d %s", code, errs)
+	}
+	code, _, errs := lanes(t, append(base, "--max-ack-pending", "2")...)
+	if code != commands.ExitRefused || !strings.Contains(errs, "--yes") {
+		t.Fatalf("want exit 4 naming --yes, got %d: %s", code, errs)
+	}
+	c, _ := js.Consumer(context.Background(), "ORDERS", "orders-n8-00")
+	if c.CachedInfo().Config.MaxAckPending != 1 {
+		t.Fatal("a refused apply changed a lane")
+	}
+	if code, _, errs = lanes(t, append(base, "--max-ack-pending", "2", "--yes")...); code != 0 {
+		t.Fatalf("with --yes: exit %d %s", code, errs)
+	}
+}
+
+// TestApplyImmutableAndRecreate: an immutable change exits 4 with the
+// field named; --recreate applies it.
+func TestApplyImmutableAndRecreate(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "--yes", "--server", srv.URL()}, seed...)
+	lanes(t, base...)
+	code, out, errs := lanes(t, append(base, "--max-waiting", "16")...)
+	if code != commands.ExitRefused || !strings.Contains(errs, "max_waiting 512 -> 16") || !strings.Contains(out, "(immutable)") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = lanes(t, append(base, "--max-waiting", "16", "--recreate")...)
+	if code != 0 || !strings.Contains(out, "8 lanes recreated") || !strings.Contains(out, "restarts at stream seq 1") {
+		t.Fatalf("recreate: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestApplyJSON: -o json is one document with stable names, for scripts.
+func TestApplyJSON(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	var doc struct {
+		Server  string `json:"server"`
+		DryRun  bool   `json:"dry_run"`
+		Pending bool   `json:"changes_pending"`
+		Diff    struct {
+			Stream struct {
+				Action string `json:"action"`
+			} `json:"stream"`
+			Lanes []struct {
+				Name    string `json:"name"`
+				Action  string `json:"action"`
+				Changes []struct {
+					Field string          `json:"field"`
+					Old   json.RawMessage `json:"old"`
+					New   json.RawMessage `json:"new"`
+				} `json:"changes"`
+			} `json:"lanes"`
+		} `json:"diff"`
+		Result *struct {
+			Created       int   `json:"created"`
+			Updated       int   `json:"updated"`
+			WriteRequests int64 `json:"write_requests"`
+		} `json:"result"`
+	}
+	run := func(wantCode int, extra ...string) {
+		t.Helper()
+		code, out, errs := lanes(t, append(append([]string{"apply", "--yes", "-o", "json", "--server", srv.URL()}, seed...), extra...)...)
+		if code != wantCode {
+			t.Fatalf("exit %d (want %d): %s", code, wantCode, errs)
+		}
+		doc.Result = nil
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+	}
+	run(commands.ExitChanges, "--dry-run")
+	if !doc.DryRun || !doc.Pending || doc.Diff.Stream.Action != "create" || len(doc.Diff.Lanes) != 8 || doc.Result != nil {
+		t.Fatalf("dry run doc %+v", doc)
+	}
+	run(0)
+	if doc.Result == nil || doc.Result.Created != 8 {
+		t.Fatalf("apply doc %+v", doc)
+	}
+	run(0, "--ack-wait", "45s")
+	l := doc.Diff.Lanes[0]
+	if l.Action != "update" || len(l.Changes) != 1 || l.Changes[0].Field != "ack_wait" || string(l.Changes[0].New) != "45000000000" || doc.Result.Updated != 8 {
+		t.Fatalf("update doc %+v %+v", l, doc.Result)
+	}
+	run(0, "--ack-wait", "45s")
+	if doc.Pending || doc.Result.WriteRequests != 0 {
+		t.Fatalf("no-op doc pending=%v writes=%d", doc.Pending, doc.Result.WriteRequests)
+	}
+}
+
+// TestApplyRepartitionDrainTimeout: old lanes with a backlog and no
+// workers: apply stops at --drain-timeout with exit 5, and says so.
+func TestApplyRepartitionDrainTimeout(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	base := append([]string{"apply", "--yes", "--server", srv.URL()}, seed...)
+	lanes(t, base...)
+	for i := 0; i < 20; i++ {
+		if _, err := js.Publish(context.Background(), fmt.Sprintf("msgs.received_from.u%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := lanes(t, append(base, "--partitions", "4", "--drain-timeout", "200ms")...)
+	if code != commands.ExitIncomplete || !strings.Contains(errs, "20 messages to process") || !strings.Contains(out, "20 messages left") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = lanes(t, append(base, "--partitions", "16", "--dry-run")...)
+	if code != commands.ExitRefused || !strings.Contains(errs, "repartition") {
+		t.Fatalf("third count: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestApplyUsage: bad flags exit 2 before any connection.
+func TestApplyUsage(t *testing.T) {
+	cleanEnv(t)
+	for _, args := range [][]string{
+		append([]string{"apply", "--concurrency", "0"}, seed...),
+		append([]string{"apply", "-o", "yaml"}, seed...),
+		append([]string{"apply", "extra"}, seed...),
+		{"apply", "--partitions", "0", "--subject", "a.*", "--name", "x"},
+	} {
+		if code, _, errs := lanes(t, args...); code != commands.ExitUsage {
+			t.Fatalf("lanes %v: exit %d, want 2 (%s)", args, code, errs)
+		}
+	}
+	code, out, _ := lanes(t, "apply", "--help")
+	if code != 0 || !strings.Contains(out, "--dry-run") || !strings.Contains(out, "Examples:") || !strings.Contains(out, "--recreate") {
+		t.Fatalf("help: exit %d\n%s", code, out)
+	}
+}
+
+// TestApplyClusterUnavailableLane: the CLI on a 3-node cluster with one
+// node down reports the lanes it cannot reach (exit 5) instead of hanging.
+func TestApplyClusterUnavailableLane(t *testing.T) {
+	cleanEnv(t)
+	cl := natstest.StartCluster(t, 3)
+	cl.WaitForJetStream()
+	base := append([]string{"apply", "--yes", "--replicas", "3", "--lane-replicas", "1"}, seed...)
+	if code, _, errs := lanes(t, append(base, "--server", cl.URLs())...); code != 0 {
+		t.Fatalf("fresh apply on the cluster: exit %d %s", code, errs)
+	}
+	cl.Servers[2].Stop()
+	cl.WaitForMetaLeader()
+	up := cl.Servers[0].ClientURL() + "," + cl.Servers[1].ClientURL()
+	var code int
+	var out, errs string
+	for attempt := 0; attempt < 5; attempt++ { // the stream may still be electing a leader
+		if code, out, errs = lanes(t, append(base, "--server", up, "--timeout", "8s", "--max-deliver", "9")...); code == commands.ExitIncomplete {
+			break
+		}
+	}
+	if code != commands.ExitIncomplete || !strings.Contains(out, "unavailable") || !strings.Contains(errs, "could not be read") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+}

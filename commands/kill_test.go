@@ -1,0 +1,158 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// TestMain lets a test run lanes as a separate process (this test binary
+// re-executed with LANES_ARGS), so it can be killed with SIGKILL.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("LANES_ARGS"); args != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			panic(err)
+		}
+		os.Exit(commands.Main(append([]string{"lanes"}, argv...), os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// killAfter runs lanes in a child process and kills it with SIGKILL once
+// the server has seen n API requests whose subject contains part.
+func killAfter(t *testing.T, url, part string, n int64, args ...string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	argv, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	var seen atomic.Int64
+	killNow := make(chan struct{})
+	killed := make(chan struct{})
+	nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if strings.Contains(m.Subject, part) && seen.Add(1) == n {
+			close(killNow)
+		}
+	})
+	nc.Flush()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-killNow:
+			cmd.Process.Kill()
+			close(killed)
+		case <-exited:
+		}
+	}()
+	err = cmd.Wait()
+	close(exited)
+	select {
+	case <-killed:
+		t.Logf("killed after %d %s requests: %v", n, part, err)
+	default:
+		t.Fatalf("lanes finished before it could be killed: %v", err)
+	}
+}
+
+// TestKilledApplyConverges: kill -9 while apply creates 300 lanes; the
+// next apply creates the rest, and the one after has nothing to do.
+func TestKilledApplyConverges(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "300"}, seed...)
+	killAfter(t, srv.URL(), "CONSUMER.CREATE", 100, append(base, "--concurrency", "2")...)
+	if code, _, errs := lanes(t, base...); code != 0 {
+		t.Fatalf("re-run: exit %d %s", code, errs)
+	}
+	code, out, _ := lanes(t, base...)
+	if code != 0 || !strings.Contains(out, "Nothing to do") {
+		t.Fatalf("not converged: exit %d\n%s", code, out)
+	}
+	_, js := natstest.Connect(t, srv.URL())
+	s, _ := js.Stream(context.Background(), "ORDERS")
+	if n := s.CachedInfo().State.Consumers; n != 300 {
+		t.Fatalf("%d consumers, want exactly 300", n)
+	}
+}
+
+// TestKilledRecreateKeepsPosition: kill -9 right after apply deletes a
+// lane it recreates; the next apply finishes from the recorded position.
+func TestKilledRecreateKeepsPosition(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "2"}, seed...)
+	if code, _, errs := lanes(t, base...); code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	_, js := natstest.Connect(t, srv.URL())
+	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for i := 0; len(seqs) < 4; i++ { // four messages for lane 00
+		subject := fmt.Sprintf("msgs.received_from.u%d", i)
+		if l, _ := p.LaneOf(subject); l.Partition != 0 {
+			continue
+		}
+		ack, err := js.Publish(ctx, subject, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	c, _ := js.Consumer(ctx, "ORDERS", "orders-n2-00")
+	fetch := func() jetstream.Msg {
+		b, err := c.Fetch(1, jetstream.FetchMaxWait(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			return m
+		}
+		t.Fatal("no message")
+		return nil
+	}
+	fetch().DoubleAck(ctx) // the first is done; the second stays in flight
+	fetch()
+
+	killAfter(t, srv.URL(), "CONSUMER.DELETE.ORDERS.orders-n2-00", 1, append(base, "--max-waiting", "32", "--recreate", "--concurrency", "1")...)
+	code, out, errs := lanes(t, append(base, "--max-waiting", "32", "--recreate")...)
+	if code != 0 {
+		t.Fatalf("re-run: exit %d\n%s\n%s", code, out, errs)
+	}
+	c, _ = js.Consumer(ctx, "ORDERS", "orders-n2-00")
+	for _, want := range seqs[1:] {
+		m := fetch()
+		md, _ := m.Metadata()
+		if md.Sequence.Stream != want {
+			t.Fatalf("after kill -9 and re-run the lane delivers %d, want %d", md.Sequence.Stream, want)
+		}
+		m.DoubleAck(ctx)
+	}
+	if code, out, _ := lanes(t, append(base, "--max-waiting", "32")...); code != 0 || !strings.Contains(out, "Nothing to do") {
+		t.Fatalf("not converged: exit %d\n%s", code, out)
+	}
+}

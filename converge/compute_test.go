@@ -1,0 +1,328 @@
+package converge
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// Compute is pure: these tests give it hand-made live states and check the
+// decisions, in particular the repartition state machine.
+
+func plan(t *testing.T, n int, mut ...func(*planner.Design)) *planner.Plan {
+	t.Helper()
+	d := planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: n}
+	for _, m := range mut {
+		m(&d)
+	}
+	p, err := planner.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// world is a live state under construction.
+type world struct {
+	t    *testing.T
+	live *Live
+}
+
+func newWorld(t *testing.T, streamOf *planner.Plan) *world {
+	var cfg planner.StreamConfig
+	b, _ := json.Marshal(streamOf.Stream)
+	json.Unmarshal(b, &cfg)
+	return &world{t: t, live: &Live{
+		Stream:    &LiveStream{Config: cfg, raw: toMap(cfg)},
+		Consumers: &lanelist.Listing{Offline: map[string]string{}},
+	}}
+}
+
+// lanes adds every lane of p, as planned, with options applied to each.
+func (w *world) lanes(p *planner.Plan, opts ...func(*jetstream.ConsumerInfo)) *world {
+	for i := range p.Consumers {
+		w.lane(p, i, opts...)
+	}
+	return w
+}
+
+func (w *world) lane(p *planner.Plan, i int, opts ...func(*jetstream.ConsumerInfo)) *jetstream.ConsumerInfo {
+	var cfg jetstream.ConsumerConfig
+	b, _ := json.Marshal(p.Consumers[i])
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		w.t.Fatal(err)
+	}
+	cfg.Metadata["_nats.ver"] = "2.15.2" // what the server adds
+	ci := &jetstream.ConsumerInfo{Name: cfg.Durable, Stream: p.Stream.Name, Config: cfg}
+	for _, o := range opts {
+		o(ci)
+	}
+	w.live.Consumers.Consumers = append(w.live.Consumers.Consumers, ci)
+	return ci
+}
+
+func held(ci *jetstream.ConsumerInfo) {
+	ci.Config.Metadata[MetaHeld] = heldValue
+	t := heldUntil
+	ci.Config.PauseUntil = &t
+}
+
+func withBacklog(n uint64) func(*jetstream.ConsumerInfo) {
+	return func(ci *jetstream.ConsumerInfo) { ci.NumPending = n }
+}
+
+func (w *world) transform(p *planner.Plan) *world {
+	w.live.Stream.Config.SubjectTransform = p.Stream.SubjectTransform
+	return w
+}
+
+func actions(d *Diff) map[Action]int { return d.Counts() }
+
+func wantCounts(t *testing.T, d *Diff, want map[Action]int) {
+	t.Helper()
+	got := actions(d)
+	for a, n := range want {
+		if got[a] != n {
+			t.Fatalf("%s: got %d, want %d (all: %v; refusals %v)", a, got[a], n, got, d.Refusals)
+		}
+	}
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	if total != len(d.Lanes) {
+		t.Fatalf("lanes %v, want exactly %v", got, want)
+	}
+}
+
+func TestComputeFreshAndNoop(t *testing.T) {
+	p := plan(t, 4)
+	d := Compute(p, &Live{Consumers: &lanelist.Listing{}}, Options{})
+	wantCounts(t, d, map[Action]int{ActionCreate: 4})
+	if d.Stream.Action != ActionCreate || !d.Pending() {
+		t.Fatalf("stream %s", d.Stream.Action)
+	}
+	d = Compute(p, newWorld(t, p).lanes(p).live, Options{})
+	wantCounts(t, d, map[Action]int{ActionUnchanged: 4})
+	if d.Pending() || d.Stream.Action != ActionUnchanged {
+		t.Fatalf("no-op diff pending: %+v %+v", d.Stream, d.Lanes[0].Changes)
+	}
+}
+
+func TestComputeRepartitionStates(t *testing.T) {
+	p4, p6, p8 := plan(t, 4), plan(t, 6), plan(t, 8)
+
+	t.Run("start", func(t *testing.T) {
+		d := Compute(p6, newWorld(t, p4).lanes(p4).live, Options{})
+		wantCounts(t, d, map[Action]int{ActionCreate: 4 + 2, ActionDrain: 4})
+		if d.Repartition == nil || d.Repartition.Switched || d.Stream.SwitchMapping == nil || !d.Lanes[0].Held {
+			t.Fatalf("%+v %+v", d.Repartition, d.Stream)
+		}
+	})
+	t.Run("held lanes exist, not switched: continue", func(t *testing.T) {
+		w := newWorld(t, p4).lanes(p4)
+		w.lanes(p6, held)
+		d := Compute(p6, w.live, Options{})
+		wantCounts(t, d, map[Action]int{ActionUnchanged: 6, ActionDrain: 4})
+		if d.Repartition.Switched || d.Stream.SwitchMapping == nil {
+			t.Fatal("should switch next")
+		}
+	})
+	t.Run("new lanes not held before the switch: hold them", func(t *testing.T) {
+		w := newWorld(t, p4).lanes(p4)
+		w.lanes(p6)
+		wantCounts(t, Compute(p6, w.live, Options{}), map[Action]int{ActionHold: 6, ActionDrain: 4})
+	})
+	t.Run("switched: drain, then resume", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p6).lanes(p4)
+		w.lanes(p6, held)
+		d := Compute(p6, w.live, Options{})
+		wantCounts(t, d, map[Action]int{ActionUnchanged: 6, ActionDrain: 4})
+		if !d.Repartition.Switched || d.Stream.SwitchMapping != nil || !d.Lanes[0].Held {
+			t.Fatalf("%+v", d.Repartition)
+		}
+	})
+	t.Run("a third count is refused", func(t *testing.T) {
+		w := newWorld(t, p4).lanes(p4)
+		w.lanes(p6, held)
+		d := Compute(p8, w.live, Options{})
+		if !d.Refused() || !strings.Contains(d.Refusals[0], "already in progress") {
+			t.Fatalf("refusals %v", d.Refusals)
+		}
+	})
+	t.Run("going back after the switch is refused", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p6).lanes(p4)
+		w.lanes(p6, held)
+		d := Compute(p4, w.live, Options{})
+		if !d.Refused() || !strings.Contains(d.Refusals[0], "finish it first") {
+			t.Fatalf("refusals %v", d.Refusals)
+		}
+	})
+	t.Run("going back before the switch drains the empty held lanes", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4).lanes(p4)
+		w.lanes(p6, held)
+		d := Compute(p4, w.live, Options{})
+		wantCounts(t, d, map[Action]int{ActionUnchanged: 4, ActionDrain: 6})
+		if d.Refused() || !d.Repartition.Switched {
+			t.Fatalf("%v %+v", d.Refusals, d.Repartition)
+		}
+	})
+	t.Run("held lanes and no repartition: resume", func(t *testing.T) {
+		w := newWorld(t, p6).transform(p6).lanes(p6, held)
+		wantCounts(t, Compute(p6, w.live, Options{}), map[Action]int{ActionResume: 6})
+	})
+	t.Run("a hold recognised by its pause alone", func(t *testing.T) {
+		w := newWorld(t, p6).transform(p6).lanes(p6, func(ci *jetstream.ConsumerInfo) {
+			u := heldUntil
+			ci.Config.PauseUntil = &u
+		})
+		wantCounts(t, Compute(p6, w.live, Options{}), map[Action]int{ActionResume: 6})
+	})
+	t.Run("an operator's pause is left alone", func(t *testing.T) {
+		w := newWorld(t, p6).transform(p6).lanes(p6, func(ci *jetstream.ConsumerInfo) {
+			u := heldUntil.AddDate(-50, 0, 0)
+			ci.Config.PauseUntil = &u
+		})
+		wantCounts(t, Compute(p6, w.live, Options{}), map[Action]int{ActionUnchanged: 6})
+	})
+}
+
+func TestComputeAccountRepartition(t *testing.T) {
+	acct := func(d *planner.Design) { d.Mapping = planner.MappingAccount }
+	p4, p6 := plan(t, 4, acct), plan(t, 6, acct)
+	w := newWorld(t, p4).lanes(p4)
+	d := Compute(p6, w.live, Options{})
+	wantCounts(t, d, map[Action]int{ActionCreate: 6, ActionDrain: 4})
+	if d.Repartition.Switched || d.Account == nil || d.Stream.Action != ActionUpdate {
+		t.Fatalf("%+v %+v", d.Repartition, d.Stream)
+	}
+	if got := string(d.Stream.Changes[0].New); !strings.Contains(got, "n4.*.*") || !strings.Contains(got, "n6.*.*") {
+		t.Fatalf("subjects %s", got)
+	}
+	w.lanes(p6, held)
+	if d := Compute(p6, w.live, Options{MappingSwitched: true}); !d.Repartition.Switched {
+		t.Fatal("--mapping-switched")
+	}
+	if d := Compute(p4, w.live, Options{}); !d.Refused() {
+		t.Fatal("going back without --mapping-switched must be refused")
+	}
+}
+
+func TestComputePrune(t *testing.T) {
+	p := plan(t, 2)
+	w := newWorld(t, p).transform(p).lanes(p)
+	extra := w.lane(p, 0)
+	extra.Name, extra.Config.Durable = "orders-spare", "orders-spare"
+	wantCounts(t, Compute(p, w.live, Options{}), map[Action]int{ActionUnchanged: 2, ActionKeep: 1})
+	wantCounts(t, Compute(p, w.live, Options{Prune: true}), map[Action]int{ActionUnchanged: 2, ActionDelete: 1})
+	extra.NumPending = 3
+	d := Compute(p, w.live, Options{Prune: true})
+	if !d.Refused() || !strings.Contains(d.Refusals[0], "--force") {
+		t.Fatalf("undrained prune: %v", d.Refusals)
+	}
+	wantCounts(t, Compute(p, w.live, Options{Prune: true, Force: true}), map[Action]int{ActionUnchanged: 2, ActionDelete: 1})
+}
+
+func TestComputeMatching(t *testing.T) {
+	p := plan(t, 2)
+	t.Run("a lane found by its tags keeps its name", func(t *testing.T) {
+		w := newWorld(t, p).transform(p)
+		w.lane(p, 0)
+		ci := w.lane(p, 1)
+		ci.Name, ci.Config.Durable = "custom-name", "custom-name"
+		d := Compute(p, w.live, Options{})
+		wantCounts(t, d, map[Action]int{ActionUnchanged: 2})
+		if d.Lanes[1].Name != "custom-name" {
+			t.Fatalf("%+v", d.Lanes[1])
+		}
+	})
+	t.Run("a lane of another design under our name is refused", func(t *testing.T) {
+		w := newWorld(t, p).transform(p)
+		w.lane(p, 0)
+		w.lane(p, 1, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[planner.MetaDesign] = "payments" })
+		d := Compute(p, w.live, Options{})
+		if !d.Refused() || !strings.Contains(d.Refusals[0], `design "payments"`) {
+			t.Fatalf("%v", d.Refusals)
+		}
+	})
+	t.Run("an untagged consumer with a lane's name is adopted", func(t *testing.T) {
+		w := newWorld(t, p).transform(p)
+		w.lane(p, 0)
+		w.lane(p, 1, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata = nil })
+		d := Compute(p, w.live, Options{})
+		if d.Lanes[1].Action != ActionUpdate || !strings.HasPrefix(d.Lanes[1].Changes[0].Field, "metadata.") {
+			t.Fatalf("%+v", d.Lanes[1])
+		}
+	})
+	t.Run("an unavailable lane is not created again", func(t *testing.T) {
+		w := newWorld(t, p).transform(p)
+		w.lane(p, 0)
+		w.live.Consumers.Missing = []string{p.Consumers[1].Durable}
+		wantCounts(t, Compute(p, w.live, Options{}), map[Action]int{ActionUnchanged: 1, ActionUnavailable: 1})
+	})
+}
+
+func TestComputeChangesThatStrandMessages(t *testing.T) {
+	p := plan(t, 4)
+	t.Run("same count, other mapping: refused unless --force", func(t *testing.T) {
+		prefixed := plan(t, 4, func(d *planner.Design) { d.Prefix = "lanes" })
+		w := newWorld(t, p).transform(p).lanes(p)
+		d := Compute(prefixed, w.live, Options{})
+		if !d.Refused() || !strings.Contains(strings.Join(d.Refusals, " "), "same 4 partitions") {
+			t.Fatalf("%v", d.Refusals)
+		}
+	})
+	t.Run("filter change with a backlog: refused unless --force", func(t *testing.T) {
+		prefixed := plan(t, 4, func(d *planner.Design) { d.Prefix = "lanes" })
+		w := newWorld(t, p).transform(p).lanes(p, withBacklog(5))
+		d := Compute(prefixed, w.live, Options{Force: true})
+		if d.Refused() || d.Lanes[0].Action != ActionUpdate {
+			t.Fatalf("--force: %v %+v", d.Refusals, d.Lanes[0])
+		}
+		d = Compute(prefixed, newWorld(t, p).lanes(p, withBacklog(5)).live, Options{})
+		if !d.Refused() || !strings.Contains(strings.Join(d.Refusals, " "), "strand its 5") {
+			t.Fatalf("%v", d.Refusals)
+		}
+	})
+}
+
+func TestComputeRecreateRecords(t *testing.T) {
+	p := plan(t, 2)
+	record := func(w *world, start string) {
+		ph := w.lane(p, 0)
+		ph.Name = placeholderName(p.Consumers[0].Durable)
+		ph.Config.Metadata = map[string]string{MetaRecreateLane: p.Consumers[0].Durable, MetaRecreateDesign: "orders", MetaRecreateStartSeq: start}
+	}
+	w := newWorld(t, p).transform(p)
+	w.lane(p, 1)
+	record(w, "42")
+	d := Compute(p, w.live, Options{})
+	if d.Lanes[0].Action != ActionFinish || d.Lanes[0].Position.StartSeq != 42 || d.OtherConsumers != 0 {
+		t.Fatalf("%+v others=%d", d.Lanes[0], d.OtherConsumers)
+	}
+	w = newWorld(t, p).transform(p).lanes(p)
+	record(w, "42")
+	d = Compute(p, w.live, Options{})
+	if d.Lanes[0].Action != ActionUnchanged || d.Lanes[0].placeholder == nil {
+		t.Fatalf("a leftover record must be cleaned up: %+v", d.Lanes[0])
+	}
+}
+
+func TestSubjectCovers(t *testing.T) {
+	for _, c := range []struct {
+		pattern, sub string
+		want         bool
+	}{
+		{"a.*", "a.*", true}, {"a.>", "a.b.*", true}, {">", "a", true}, {"a.b", "a.*", false},
+		{"a.*", "a.b.c", false}, {"a.*.c", "a.b.c", true}, {"a.*", "a.>", false}, {"a.>", "a", false},
+	} {
+		if got := subjectCovers(c.pattern, c.sub); got != c.want {
+			t.Errorf("subjectCovers(%q, %q) = %v", c.pattern, c.sub, got)
+		}
+	}
+}

@@ -1,0 +1,449 @@
+package converge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// Result is what Execute did.
+type Result struct {
+	StreamCreated   bool         `json:"stream_created"`
+	StreamUpdated   bool         `json:"stream_updated"`
+	MappingSwitched bool         `json:"mapping_switched"`
+	Created         int          `json:"created"`
+	Updated         int          `json:"updated"`
+	Held            int          `json:"held"`
+	Resumed         int          `json:"resumed"`
+	Recreated       []Recreated  `json:"recreated,omitempty"`
+	Deleted         int          `json:"deleted"`
+	Drain           *DrainReport `json:"drain,omitempty"`
+	Failures        []Failure    `json:"failures,omitempty"`
+	// Incomplete says why the server is not yet as designed and what a
+	// re-run needs; empty when apply finished.
+	Incomplete []string `json:"incomplete,omitempty"`
+	// Warnings are things done that deserve a look.
+	Warnings      []string      `json:"warnings,omitempty"`
+	WriteRequests int64         `json:"write_requests"`
+	Elapsed       time.Duration `json:"elapsed_ns"`
+}
+
+// Recreated is a lane recreated at its position.
+type Recreated struct {
+	Lane     string   `json:"lane"`
+	Position Position `json:"position"`
+}
+
+// Failure is one lane request the server refused or did not answer.
+type Failure struct {
+	Lane   string `json:"lane"`
+	Action Action `json:"action"`
+	Error  string `json:"error"`
+}
+
+// DrainReport is how the wait for a repartition's old lanes went.
+type DrainReport struct {
+	Lanes     int           `json:"lanes"`
+	Initial   int64         `json:"initial_backlog"`
+	Remaining int64         `json:"remaining_backlog"`
+	Waited    time.Duration `json:"waited_ns"`
+	Drained   bool          `json:"drained"`
+}
+
+// RefusedError: the diff needs a flag (or a confirmation) that was not
+// given. Nothing was changed.
+type RefusedError struct{ Reasons []string }
+
+func (e *RefusedError) Error() string {
+	return "nothing was changed:\n  - " + strings.Join(e.Reasons, "\n  - ")
+}
+
+// IncompleteError: apply did what it could; a re-run continues.
+type IncompleteError struct{ Reasons []string }
+
+func (e *IncompleteError) Error() string {
+	return "not finished, re-run apply to continue:\n  - " + strings.Join(e.Reasons, "\n  - ")
+}
+
+// FailedError: some lane requests failed; the others were made.
+type FailedError struct {
+	Failures []Failure
+	errs     []error
+}
+
+func (e *FailedError) Error() string {
+	const shown = 10
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d lane changes failed (a re-run retries them):", len(e.Failures))
+	for i, f := range e.Failures {
+		if i == shown {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Failures)-shown)
+			break
+		}
+		fmt.Fprintf(&b, "\n  %s (%s): %s", f.Lane, f.Action, f.Error)
+	}
+	return b.String()
+}
+
+// Unwrap exposes the causes, so a permission, timeout or interruption
+// among them decides the exit code.
+func (e *FailedError) Unwrap() []error { return e.errs }
+
+// Apply compares and executes: the whole of apply with no prompt and no
+// output, for programs (simulate --live) and tests.
+func Apply(ctx context.Context, conn *connect.Conn, p *planner.Plan, o Options) (*Diff, *Result, error) {
+	d, err := Compare(ctx, conn, p, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := Execute(ctx, conn, d)
+	return d, res, err
+}
+
+// Execute carries out a diff: the stream first, then every lane with many
+// requests in flight, then a repartition's switch, drain, resume and
+// delete, then --prune. It refuses a diff with refusals, changing nothing.
+func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) {
+	res := &Result{}
+	if d.Refused() {
+		return res, &RefusedError{Reasons: d.Refusals}
+	}
+	x := &executor{a: &api{conn: conn}, d: d, o: d.opts, stream: d.plan.Stream.Name, res: res}
+	start := time.Now()
+	defer func() {
+		res.WriteRequests = x.a.writes.Load()
+		res.Elapsed = time.Since(start)
+	}()
+	ctx, cancel := conn.Guard(ctx)
+	defer cancel()
+	steps := []func(context.Context) error{x.applyStream, x.applyLanes, x.repartition, x.prune}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return res, err
+		}
+	}
+	if u := d.Unavailable(); len(u) > 0 {
+		res.Incomplete = append(res.Incomplete, fmt.Sprintf("%d lanes could not be read and were left as they are (%s): re-run apply when their servers are back",
+			len(u), shortList(u, 5)))
+	}
+	if len(res.Incomplete) > 0 {
+		return res, &IncompleteError{Reasons: res.Incomplete}
+	}
+	return res, nil
+}
+
+type executor struct {
+	a      *api
+	d      *Diff
+	o      Options
+	stream string
+	res    *Result
+
+	mu sync.Mutex // guards res counters and progress calls
+}
+
+func (x *executor) count(f func(r *Result)) {
+	x.mu.Lock()
+	f(x.res)
+	x.mu.Unlock()
+}
+
+func (x *executor) progress(phase Phase, done, total int64) {
+	if x.o.Progress != nil {
+		x.o.Progress(Progress{Phase: phase, Done: done, Total: total})
+	}
+}
+
+func (x *executor) concurrency() int {
+	if x.o.Concurrency > 0 {
+		return x.o.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+// applyStream creates the stream, or updates only what lanes needs.
+func (x *executor) applyStream(ctx context.Context) error {
+	sc := x.d.Stream
+	switch sc.Action {
+	case ActionCreate:
+		body := toMap(x.d.plan.Stream)
+		overlay(body, sc.update)
+		if err := x.a.write(ctx, "STREAM.CREATE."+x.stream, body, nil); err != nil {
+			return fmt.Errorf("creating stream %s: %w", x.stream, err)
+		}
+		x.res.StreamCreated = true
+	case ActionUpdate:
+		if err := x.updateStream(ctx, x.d.live.Stream.raw, sc.update); err != nil {
+			return err
+		}
+		x.res.StreamUpdated = true
+	}
+	return nil
+}
+
+// updateStream sends the live config with some fields replaced, so the
+// stream's other settings stay as they are.
+func (x *executor) updateStream(ctx context.Context, live map[string]json.RawMessage, changes map[string]any) error {
+	body := make(map[string]json.RawMessage, len(live))
+	for k, v := range live {
+		body[k] = v
+	}
+	overlay(body, changes)
+	if err := x.a.write(ctx, "STREAM.UPDATE."+x.stream, body, nil); err != nil {
+		return fmt.Errorf("updating stream %s: %w", x.stream, err)
+	}
+	return nil
+}
+
+func overlay(body map[string]json.RawMessage, changes map[string]any) {
+	for k, v := range changes {
+		body[k] = raw(v)
+	}
+}
+
+// applyLanes makes every planned lane as designed, many requests in flight.
+func (x *executor) applyLanes(ctx context.Context) error {
+	var work []*LaneChange
+	for i := range x.d.Lanes {
+		l := &x.d.Lanes[i]
+		switch l.Action {
+		case ActionCreate, ActionUpdate, ActionHold, ActionResume, ActionRecreate, ActionFinish:
+			work = append(work, l)
+		case ActionUnchanged:
+			if l.placeholder != nil {
+				work = append(work, l)
+			}
+		}
+	}
+	errs := x.parallel(ctx, PhaseLanes, len(work), func(ctx context.Context, i int) error {
+		return x.laneStep(ctx, work[i])
+	})
+	return x.failed(work, errs)
+}
+
+func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
+	switch l.Action {
+	case ActionCreate:
+		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held)); err != nil {
+			return err
+		}
+		x.count(func(r *Result) {
+			r.Created++
+			if l.Held {
+				r.Held++
+			}
+		})
+	case ActionUpdate, ActionHold, ActionResume:
+		if err := x.changeLane(ctx, l.Name, l.live.Config, l.want, l.Action); err != nil {
+			return err
+		}
+		x.count(func(r *Result) {
+			switch l.Action {
+			case ActionHold:
+				r.Held++
+			case ActionResume:
+				r.Resumed++
+			default:
+				r.Updated++
+			}
+		})
+	case ActionRecreate:
+		return x.recreate(ctx, l)
+	case ActionFinish:
+		return x.finish(ctx, l)
+	}
+	if l.placeholder != nil {
+		return x.deleteConsumer(ctx, l.placeholder.Name)
+	}
+	return nil
+}
+
+// changeLane updates a live lane to the design, holding or resuming it.
+// A consumer update cannot change a pause (the server keeps the current
+// one), so holds go through the PAUSE API, and every config update is
+// made while the lane is paused: hold = pause, then mark; resume = unmark,
+// then unpause. (In a cluster, updating a lane that is delivering can make
+// it deliver its first messages again.) A hold is recognised by its marker
+// or by its pause date, so an interruption between the two requests is
+// harmless.
+func (x *executor) changeLane(ctx context.Context, name string, live jetstream.ConsumerConfig, want planner.ConsumerConfig, action Action) error {
+	body := updateBody(live, want)
+	switch action {
+	case ActionHold:
+		if err := x.pause(ctx, name, heldUntil); err != nil {
+			return err
+		}
+		setMeta(body, MetaHeld, heldValue)
+	case ActionResume:
+		setMeta(body, MetaHeld, "")
+	}
+	if action == ActionUpdate || x.configDiffers(live, body) {
+		if err := x.updateLane(ctx, name, body); err != nil {
+			return err
+		}
+	}
+	if action == ActionResume {
+		return x.pause(ctx, name, time.Time{})
+	}
+	return nil
+}
+
+// configDiffers reports whether sending body would change the lane.
+func (x *executor) configDiffers(live jetstream.ConsumerConfig, body map[string]json.RawMessage) bool {
+	cur := toMap(live)
+	for k, v := range body {
+		if k == "pause_until" {
+			continue
+		}
+		if !jsonEqual(cur[k], v) {
+			return true
+		}
+	}
+	return false
+}
+
+// pause pauses a lane until a time, or resumes it (zero time).
+func (x *executor) pause(ctx context.Context, name string, until time.Time) error {
+	req := map[string]any{}
+	if !until.IsZero() {
+		req["pause_until"] = until
+	}
+	return x.a.write(ctx, "CONSUMER.PAUSE."+x.stream+"."+name, req, nil)
+}
+
+func (x *executor) createLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
+	return x.putConsumer(ctx, name, cfg, "create", nil)
+}
+
+func (x *executor) updateLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
+	return x.putConsumer(ctx, name, cfg, "update", nil)
+}
+
+// putConsumer creates or updates a consumer; action "create" fails if a
+// different one exists, "update" if none does, "" does either. The
+// server's answer is read into info when it is given.
+func (x *executor) putConsumer(ctx context.Context, name string, cfg map[string]json.RawMessage, action string, info *jetstream.ConsumerInfo) error {
+	req := map[string]any{"stream_name": x.stream, "config": cfg}
+	if action != "" {
+		req["action"] = action
+	}
+	var out any
+	if info != nil {
+		out = info
+	}
+	return x.a.write(ctx, "CONSUMER.CREATE."+x.stream+"."+name, req, out)
+}
+
+// deleteConsumer deletes a consumer; one already gone is fine.
+func (x *executor) deleteConsumer(ctx context.Context, name string) error {
+	err := x.a.write(ctx, "CONSUMER.DELETE."+x.stream+"."+name, nil, nil)
+	if isAPIError(err, errCodeConsumerNotFound) {
+		return nil
+	}
+	return err
+}
+
+// prune deletes the lanes --prune selected.
+func (x *executor) prune(ctx context.Context) error {
+	var work []*LaneChange
+	for i := range x.d.Lanes {
+		if l := &x.d.Lanes[i]; l.Action == ActionDelete {
+			work = append(work, l)
+		}
+	}
+	errs := x.parallel(ctx, PhaseDelete, len(work), func(ctx context.Context, i int) error {
+		if err := x.deleteConsumer(ctx, work[i].Name); err != nil {
+			return err
+		}
+		x.count(func(r *Result) { r.Deleted++ })
+		return nil
+	})
+	return x.failed(work, errs)
+}
+
+// parallel runs fn for 0..n-1 with at most Concurrency in flight, and
+// reports progress. Work not started when ctx ends fails with its cause.
+func (x *executor) parallel(ctx context.Context, phase Phase, n int, fn func(context.Context, int) error) []error {
+	errs := make([]error, n)
+	if n == 0 {
+		return errs
+	}
+	sem := make(chan struct{}, x.concurrency())
+	var wg sync.WaitGroup
+	var done int64
+	x.progress(phase, 0, int64(n))
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			for j := i; j < n; j++ {
+				errs[j] = context.Cause(ctx)
+			}
+			wg.Wait()
+			return errs
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = fn(ctx, i)
+			<-sem
+			x.mu.Lock()
+			done++
+			x.progress(phase, done, int64(n))
+			x.mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	return errs
+}
+
+// failed turns per-lane errors into one error, recording each failure.
+func (x *executor) failed(work []*LaneChange, errs []error) error {
+	fe := &FailedError{}
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		fe.Failures = append(fe.Failures, Failure{Lane: work[i].Name, Action: work[i].Action, Error: err.Error()})
+		fe.errs = append(fe.errs, err)
+	}
+	if len(fe.Failures) == 0 {
+		return nil
+	}
+	x.res.Failures = append(x.res.Failures, fe.Failures...)
+	// A cause shared by all (interrupted, permission denied) says it better.
+	if first := fe.errs[0]; allSame(fe.errs) && (errors.Is(first, context.Canceled) || isConnectError(first)) {
+		return first
+	}
+	return fe
+}
+
+func allSame(errs []error) bool {
+	for _, e := range errs[1:] {
+		if e.Error() != errs[0].Error() {
+			return false
+		}
+	}
+	return true
+}
+
+func isConnectError(err error) bool {
+	var ce *connect.Error
+	return errors.As(err, &ce) && ce.Kind != connect.KindOther
+}
+
+func shortList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}

@@ -1,0 +1,141 @@
+package converge_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// design is the seed case with a test-sized partition count.
+func design(partitions int) planner.Design {
+	return planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: partitions}
+}
+
+func mustPlan(t testing.TB, d planner.Design) *planner.Plan {
+	t.Helper()
+	p, err := planner.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func open(t testing.TB, url string) *connect.Conn {
+	t.Helper()
+	c, err := connect.Open(context.Background(), connect.Options{Server: url, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func apply(t testing.TB, c *connect.Conn, p *planner.Plan, o converge.Options) (*converge.Diff, *converge.Result) {
+	t.Helper()
+	d, res, err := converge.Apply(context.Background(), c, p, o)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	return d, res
+}
+
+// apiLog records every JetStream API request the server receives, by
+// subscribing to $JS.API.> on its own connection.
+type apiLog struct {
+	mu       sync.Mutex
+	subjects []string
+	sentinel chan struct{}
+	nc       *nats.Conn
+}
+
+const sentinelSubject = "lanestest.sentinel"
+
+func watchAPI(t testing.TB, url string) *apiLog {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l := &apiLog{sentinel: make(chan struct{}, 16), nc: nc}
+	if _, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		l.mu.Lock()
+		l.subjects = append(l.subjects, m.Subject)
+		l.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe(sentinelSubject, func(*nats.Msg) { l.sentinel <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// since returns the requests seen after the previous call. A sentinel,
+// published on each client connection after its requests, arrives after
+// them: no sleeping.
+func (l *apiLog) since(t testing.TB, clients ...*nats.Conn) []string {
+	t.Helper()
+	for _, client := range clients {
+		if err := client.Publish(sentinelSubject, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.sentinel:
+		case <-time.After(5 * time.Second):
+			t.Fatal("sentinel not seen")
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.subjects
+	l.subjects = nil
+	return out
+}
+
+// writes keeps the requests that change something.
+func writes(subjects []string) []string {
+	var out []string
+	for _, s := range subjects {
+		for _, w := range []string{".CREATE.", ".UPDATE.", ".DELETE.", ".PAUSE.", ".PURGE."} {
+			if strings.Contains(s, w) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func consumerInfo(t testing.TB, js jetstream.JetStream, stream, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := js.Consumer(context.Background(), stream, name)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", name, err)
+	}
+	return c.CachedInfo()
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,99 @@
+package converge
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// Live is what the server has now: the stream (nil when it does not exist)
+// and every consumer on it, read with one STREAM.INFO and one paged
+// CONSUMER.LIST pass. Nothing here is written.
+type Live struct {
+	Stream    *LiveStream
+	Consumers *lanelist.Listing // empty when the stream does not exist
+	Requests  int               // API requests the reading took
+}
+
+// LiveStream is the stream as the server reports it.
+type LiveStream struct {
+	Config   planner.StreamConfig // the fields lanes decides, in API form
+	Messages uint64
+	LastSeq  uint64
+	raw      map[string]json.RawMessage // the whole config, for updates that keep what lanes does not decide
+}
+
+type streamInfo struct {
+	Config json.RawMessage `json:"config"`
+	State  struct {
+		Messages uint64 `json:"messages"`
+		LastSeq  uint64 `json:"last_seq"`
+	} `json:"state"`
+}
+
+// Read reads the live state of stream.
+func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error) {
+	a := &api{conn: conn}
+	return read(ctx, a, stream)
+}
+
+func read(ctx context.Context, a *api, stream string) (*Live, error) {
+	ctx, cancel := a.conn.Guard(ctx)
+	defer cancel()
+	live := &Live{Consumers: &lanelist.Listing{Offline: map[string]string{}}}
+	var info streamInfo
+	err := a.read(ctx, "STREAM.INFO."+stream, nil, &info)
+	live.Requests++
+	if isAPIError(err, errCodeStreamNotFound) {
+		return live, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ls := &LiveStream{Messages: info.State.Messages, LastSeq: info.State.LastSeq}
+	if err := json.Unmarshal(info.Config, &ls.raw); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(info.Config, &ls.Config); err != nil {
+		return nil, err
+	}
+	live.Stream = ls
+	listing, err := lanelist.List(ctx, a.conn, stream)
+	if err != nil {
+		return nil, err
+	}
+	live.Consumers = listing
+	live.Requests += listing.Requests
+	return live, nil
+}
+
+// effectiveMaxConsumers is the stream's consumer cap as the server applies
+// it: -1 or 0 mean the server default.
+func effectiveMaxConsumers(n int) int {
+	if n <= 0 {
+		return serverDefaultMaxConsumers
+	}
+	return n
+}
+
+// serverDefaultMaxConsumers is nats-server's default cap per stream.
+const serverDefaultMaxConsumers = 1000
+
+// named is the listing's consumers that have a name. In a cluster, the
+// server lists a consumer whose leader is down both by name under
+// "missing" and as an entry with its config but no name: such an entry
+// cannot be addressed, and its lane is reported unavailable by name.
+func named(l *lanelist.Listing) []*jetstream.ConsumerInfo {
+	out := make([]*jetstream.ConsumerInfo, 0, len(l.Consumers))
+	for _, ci := range l.Consumers {
+		if ci != nil && ci.Name != "" {
+			out = append(out, ci)
+		}
+	}
+	return out
+}

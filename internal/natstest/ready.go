@@ -1,0 +1,64 @@
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WaitForJetStream waits until the JetStream API answers through every
+// node: right after a cluster starts, a node may know of no meta leader
+// yet for a moment, and a request through it times out.
+// It also waits until the meta leader can place replicas on every running
+// node (it knows their JetStream stats), or an R3 stream cannot be created.
+func (c *Cluster) WaitForJetStream() {
+	c.t.Helper()
+	running := 0
+	for _, s := range c.Servers {
+		if s.Running() {
+			running++
+			waitForJetStream(c.t, s.ClientURL())
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, s := range c.Servers {
+			if s.Running() && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == running {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the meta leader does not see the %d running nodes", running)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitForJetStream(t testing.TB, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("JetStream not answering through %s: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,107 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+var updateDiffGolden = flag.Bool("update-diff", false, "rewrite render/testdata/diff_*.golden")
+
+func diffPlan(t *testing.T, n int, mut ...func(*planner.Design)) *planner.Plan {
+	t.Helper()
+	d := planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: n}
+	for _, m := range mut {
+		m(&d)
+	}
+	p, err := planner.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// liveOf is a server holding p's stream and lanes as planned.
+func liveOf(t *testing.T, p *planner.Plan, backlog uint64) *converge.Live {
+	t.Helper()
+	live := &converge.Live{Stream: &converge.LiveStream{Config: p.Stream}, Consumers: &lanelist.Listing{}}
+	for _, c := range p.Consumers {
+		var cfg jetstream.ConsumerConfig
+		b, _ := json.Marshal(c)
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		live.Consumers.Consumers = append(live.Consumers.Consumers, &jetstream.ConsumerInfo{Name: c.Durable, Config: cfg, NumPending: backlog})
+	}
+	return live
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "diff_"+name+".golden")
+	if *updateDiffGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./render -update-diff)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs (go test ./render -update-diff to accept):\n%s", path, got)
+	}
+}
+
+func TestDiffTableGolden(t *testing.T) {
+	p8 := diffPlan(t, 8)
+	slower := diffPlan(t, 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute); d.Lane.MaxWaiting = 64 })
+	acct := diffPlan(t, 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+	cases := []struct {
+		name string
+		plan *planner.Plan
+		live *converge.Live
+		opts converge.Options
+	}{
+		{"fresh", p8, &converge.Live{Consumers: &lanelist.Listing{}}, converge.Options{}},
+		{"noop", p8, liveOf(t, p8, 0), converge.Options{}},
+		{"refused", slower, liveOf(t, p8, 0), converge.Options{}},
+		{"recreate", slower, liveOf(t, p8, 0), converge.Options{Recreate: true}},
+		{"repartition", diffPlan(t, 12), liveOf(t, p8, 25), converge.Options{}},
+		{"account", acct, &converge.Live{Consumers: &lanelist.Listing{}}, converge.Options{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			d := converge.Compute(c.plan, c.live, c.opts)
+			if err := DiffTable(&b, PlainStyles(), "nats://127.0.0.1:4222", d); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name, b.Bytes())
+		})
+	}
+}
+
+// TestApplyDocJSON pins the JSON field names scripts depend on.
+func TestApplyDocJSON(t *testing.T) {
+	p := diffPlan(t, 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) })
+	d := converge.Compute(p, liveOf(t, diffPlan(t, 2), 0), converge.Options{})
+	var b bytes.Buffer
+	if err := JSON(&b, ApplyDoc{Server: "nats://x:4222", DryRun: true, Pending: d.Pending(), Diff: d}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "doc_json", b.Bytes())
+}
