@@ -3,9 +3,6 @@ package render
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,8 +12,6 @@ import (
 	"github.com/lanes-dev/lanes/lanelist"
 	"github.com/lanes-dev/lanes/planner"
 )
-
-var updateDiffGolden = flag.Bool("update-diff", false, "rewrite render/testdata/diff_*.golden")
 
 func diffPlan(t *testing.T, n int, mut ...func(*planner.Design)) *planner.Plan {
 	t.Helper()
@@ -46,26 +41,6 @@ func liveOf(t *testing.T, p *planner.Plan, backlog uint64) *converge.Live {
 	return live
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "diff_"+name+".golden")
-	if *updateDiffGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./render -update-diff)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs (go test ./render -update-diff to accept):\n%s", path, got)
-	}
-}
-
 func TestDiffTableGolden(t *testing.T) {
 	p8 := diffPlan(t, 8)
 	slower := diffPlan(t, 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute); d.Lane.MaxWaiting = 64 })
@@ -90,7 +65,7 @@ func TestDiffTableGolden(t *testing.T) {
 			if err := DiffTable(&b, PlainStyles(), "nats://127.0.0.1:4222", d); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, c.name, b.Bytes())
+			golden(t, "diff_"+c.name, b.Bytes())
 		})
 	}
 }
@@ -103,5 +78,5 @@ func TestApplyDocJSON(t *testing.T) {
 	if err := JSON(&b, ApplyDoc{Server: "nats://x:4222", DryRun: true, Pending: d.Pending(), Diff: d}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "doc_json", b.Bytes())
+	golden(t, "diff_doc_json", b.Bytes())
 }

@@ -3,44 +3,14 @@ package render_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/lanes-dev/lanes/internal/golden"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
 )
-
-// -update rewrites the golden files. Registered only if no other test file
-// of this package has registered it already (package-level vars run first).
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite testdata/*.golden")
-	}
-}
-
-func simGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if flag.Lookup("update").Value.String() == "true" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./render -run %s -update)", err, t.Name())
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./render -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func simLanes(counts ...int) []record.LaneResult {
 	out := make([]record.LaneResult, len(counts))
@@ -74,7 +44,7 @@ func TestSimulationTableGolden(t *testing.T) {
 	if err := render.SimulationTable(&b, render.PlainStyles(), seedSimulation()); err != nil {
 		t.Fatal(err)
 	}
-	simGolden(t, "simulate.golden", b.Bytes())
+	golden.Check(t, "simulate.golden", b.Bytes())
 }
 
 // A live run shows each figure beside the model's prediction.
@@ -92,7 +62,7 @@ func TestLiveSimulationTableGolden(t *testing.T) {
 	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
 		t.Fatal(err)
 	}
-	simGolden(t, "simulate_live.golden", b.Bytes())
+	golden.Check(t, "simulate_live.golden", b.Bytes())
 
 	b.Reset()
 	if err := render.JSON(&b, sim); err != nil {
@@ -147,7 +117,7 @@ func TestSweepTableGolden(t *testing.T) {
 	if err := render.SweepTable(&b, render.PlainStyles(), simSweep()); err != nil {
 		t.Fatal(err)
 	}
-	simGolden(t, "simulate_sweep.golden", b.Bytes())
+	golden.Check(t, "simulate_sweep.golden", b.Bytes())
 }
 
 func TestSweepVerdicts(t *testing.T) {
