@@ -42,7 +42,7 @@ func TestApplyWorkflow(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Nothing to do") || strings.Contains(out, "Applied") {
 		t.Fatalf("second apply: exit %d\n%s", code, out)
 	}
-	code, out, _ = lanes(t, append([]string{"plan"}, seed...)...) // NATS_URL set: plan shows the diff
+	code, out, _ = lanes(t, append([]string{"plan", "--server", srv.URL()}, seed...)...) // plan --server shows the diff
 	if code != 0 || !strings.Contains(out, "Nothing to do") {
 		t.Fatalf("plan --server after apply: exit %d\n%s", code, out)
 	}
