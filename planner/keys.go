@@ -3,7 +3,6 @@ package planner
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 )
@@ -142,7 +141,7 @@ type Tally struct {
 }
 
 // HotKeyCapacity bounds the keys tracked for the hottest-keys report.
-const HotKeyCapacity = 256
+const HotKeyCapacity = 64
 
 func NewTally(partitions int) *Tally {
 	return &Tally{perLane: make([]int64, partitions), hot: newHotKeys(HotKeyCapacity)}
@@ -224,87 +223,3 @@ func minOrFirst(cur, v int64) int64 {
 	return cur
 }
 
-// hotKeys is the Misra-Gries "frequent items" summary with batched
-// decrements: at most k counters; when full, the median count is subtracted
-// from every counter and those at zero or below are dropped, which frees at
-// least half of them, so each line costs O(1) amortized: one map lookup.
-// A key's count is underestimated by at most the total subtracted, and any
-// key above that total is guaranteed to be tracked.
-type hotKeys struct {
-	k          int
-	index      map[string]int32 // key -> slot in entries
-	entries    []hotEntry       // fixed slab: no allocation per counted line
-	free       []int32
-	subtracted int64
-}
-
-type hotEntry struct {
-	count     int64
-	partition int
-}
-
-func newHotKeys(k int) *hotKeys {
-	h := &hotKeys{k: k, index: make(map[string]int32, k), entries: make([]hotEntry, k)}
-	for i := k - 1; i >= 0; i-- {
-		h.free = append(h.free, int32(i))
-	}
-	return h
-}
-
-func (h *hotKeys) add(key []byte, partition int, n int64) {
-	if i, ok := h.index[string(key)]; ok {
-		h.entries[i].count += n
-		return
-	}
-	if len(h.free) == 0 {
-		h.shrink()
-	}
-	i := h.free[len(h.free)-1]
-	h.free = h.free[:len(h.free)-1]
-	h.entries[i] = hotEntry{count: n, partition: partition}
-	h.index[string(key)] = i
-}
-
-// shrink subtracts the median count from every counter.
-func (h *hotKeys) shrink() {
-	all := make([]int64, 0, len(h.entries))
-	for _, e := range h.entries {
-		all = append(all, e.count)
-	}
-	slices.Sort(all)
-	median := all[len(all)/2]
-	for key, i := range h.index {
-		if h.entries[i].count -= median; h.entries[i].count <= 0 {
-			delete(h.index, key)
-			h.free = append(h.free, i)
-		}
-	}
-	h.subtracted += median
-}
-
-type hotKey struct {
-	key       string
-	count     int64
-	partition int
-}
-
-// top returns the n largest counts; each is a lower bound, short by at most
-// the total subtracted, which is added back so ranks reflect estimates.
-func (h *hotKeys) top(n int) []hotKey {
-	all := make([]hotKey, 0, len(h.index))
-	for k, i := range h.index {
-		e := h.entries[i]
-		all = append(all, hotKey{key: k, count: e.count + h.subtracted, partition: e.partition})
-	}
-	sort.Slice(all, func(a, b int) bool {
-		if all[a].count != all[b].count {
-			return all[a].count > all[b].count
-		}
-		return all[a].key < all[b].key
-	})
-	return all[:min(n, len(all))]
-}
-
-// approximate reports whether counters were ever shrunk, and by how much a
-// reported count may exceed the true one.
-func (h *hotKeys) approximate() (bool, int64) { return h.subtracted > 0, h.subtracted }

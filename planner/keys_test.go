@@ -186,7 +186,7 @@ func TestHotKeysBoundedMemory(t *testing.T) {
 		pl, _, _ := a.Place(i, []byte(line))
 		tally.Add(pl)
 	}
-	if n := len(tally.hot.index); n > HotKeyCapacity {
+	if n := len(tally.hot.heap); n > HotKeyCapacity {
 		t.Fatalf("tracking %d keys, bound is %d", n, HotKeyCapacity)
 	}
 	s := tally.Skew(p, 2)
@@ -198,3 +198,4 @@ func TestHotKeysBoundedMemory(t *testing.T) {
 		t.Fatalf("whale count %d, error bound %d", c, s.MaxError)
 	}
 }
+
