@@ -222,4 +222,3 @@ func minOrFirst(cur, v int64) int64 {
 	}
 	return cur
 }
-

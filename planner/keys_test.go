@@ -198,4 +198,3 @@ func TestHotKeysBoundedMemory(t *testing.T) {
 		t.Fatalf("whale count %d, error bound %d", c, s.MaxError)
 	}
 }
-
