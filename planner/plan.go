@@ -58,6 +58,7 @@ type StreamConfig struct {
 	Storage          string            `json:"storage"`
 	Discard          string            `json:"discard"`
 	Replicas         int               `json:"num_replicas"`
+	AllowDirect      bool              `json:"allow_direct"`
 	SubjectTransform *SubjectTransform `json:"subject_transform,omitempty"`
 }
 
@@ -153,6 +154,9 @@ func (p *Plan) streamConfig() StreamConfig {
 		Storage:      d.Stream.Storage,
 		Discard:      "old",
 		Replicas:     d.Stream.Replicas,
+		// Direct gets let inspect read each lane's head message without
+		// queueing behind the JetStream API (set at creation only).
+		AllowDirect: true,
 	}
 	if d.Mapping == MappingStream {
 		s.Subjects = []string{d.Subject}
