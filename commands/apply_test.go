@@ -193,7 +193,6 @@ func TestApplyUsage(t *testing.T) {
 func TestApplyClusterUnavailableLane(t *testing.T) {
 	cleanEnv(t)
 	cl := natstest.StartCluster(t, 3)
-	cl.WaitForJetStream()
 	base := append([]string{"apply", "--yes", "--replicas", "3", "--lane-replicas", "1"}, seed...)
 	if code, _, errs := lanes(t, append(base, "--server", cl.URLs())...); code != 0 {
 		t.Fatalf("fresh apply on the cluster: exit %d %s", code, errs)

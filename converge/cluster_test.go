@@ -30,7 +30,6 @@ func openCluster(t *testing.T, urls string) *connect.Conn {
 // publisher stopped, with workers running and per-key order checked.
 func TestClusterApplyAndRepartition(t *testing.T) {
 	cl := natstest.StartCluster(t, 3)
-	cl.WaitForJetStream()
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
 	d3 := design(3)
@@ -85,7 +84,6 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 // stream repartitions while publishers keep publishing, order intact.
 func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
 	cl := natstest.StartCluster(t, 3)
-	cl.WaitForJetStream()
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
 	account := func(n int) *planner.Plan {
@@ -129,7 +127,6 @@ func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
 // others, and never creates a duplicate of a lane it could not see.
 func TestClusterUnavailableLaneReported(t *testing.T) {
 	cl := natstest.StartCluster(t, 3)
-	cl.WaitForJetStream()
 	d := design(8)
 	d.Stream.Replicas = 3
 	d.Lane.Replicas = 1

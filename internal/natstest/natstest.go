@@ -86,7 +86,8 @@ type Cluster struct {
 }
 
 // StartCluster runs n JetStream servers routed to each other and waits
-// until JetStream has a meta leader.
+// until JetStream answers through every node and the meta leader can place
+// replicas on all of them.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	ports := freePorts(t, n)
@@ -110,6 +111,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	}
 	c.WaitForMetaLeader()
+	c.WaitForJetStream()
 	return c
 }
 
