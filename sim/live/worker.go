@@ -23,8 +23,8 @@ type worker struct {
 	lane    lane
 	opening chan struct{}   // bounds connections being opened at once
 	ready   chan<- struct{} // signalled once, when the first life can pull
-	timer   *time.Timer
-	held    *heldMsg // test-only fault, see Options.hold
+	held    *heldMsg        // test-only fault, see Options.hold
+	clock   *clock          // the work timer, see sleep
 }
 
 type heldMsg struct{ msg, attempt int }
@@ -40,6 +40,11 @@ const (
 
 // run lives, dies and is replaced until the run stops.
 func (wk *worker) run(ctx context.Context) error {
+	defer func() {
+		if wk.clock != nil {
+			wk.clock.close()
+		}
+	}()
 	for {
 		died, err := wk.life(ctx)
 		if err != nil || !died {
@@ -218,18 +223,22 @@ func (wk *worker) work(ctx context.Context, m jetstream.Msg, d time.Duration) bo
 	}
 }
 
-// sleep reuses one timer per worker: the hot path allocates nothing.
+// sleep stands for d of work, in slices so that the end of the run is
+// noticed within a slice.
 func (wk *worker) sleep(ctx context.Context, d time.Duration) bool {
-	if wk.timer == nil {
-		wk.timer = time.NewTimer(d)
-	} else {
-		wk.timer.Reset(d)
+	const slice = 20 * time.Millisecond
+	if wk.clock == nil {
+		wk.clock = newClock()
 	}
-	select {
-	case <-wk.timer.C:
-		return true
-	case <-ctx.Done():
-		wk.timer.Stop()
-		return false
+	end := time.Now().Add(d)
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return true
+		}
+		wk.clock.sleep(min(left, slice))
 	}
 }
