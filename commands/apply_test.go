@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -197,17 +198,51 @@ func TestApplyClusterUnavailableLane(t *testing.T) {
 	if code, _, errs := lanes(t, append(base, "--server", cl.URLs())...); code != 0 {
 		t.Fatalf("fresh apply on the cluster: exit %d %s", code, errs)
 	}
-	cl.Servers[2].Stop()
+	// Stop a node that leads at least one lane (R1 lanes may all sit
+	// elsewhere), keeping the others as the URLs to use.
+	victim := laneLeaderNode(t, cl)
+	var up []string
+	for i, s := range cl.Servers {
+		if i != victim {
+			up = append(up, s.ClientURL())
+		}
+	}
+	cl.Servers[victim].Stop()
 	cl.WaitForMetaLeader()
-	up := cl.Servers[0].ClientURL() + "," + cl.Servers[1].ClientURL()
 	var code int
 	var out, errs string
 	for attempt := 0; attempt < 5; attempt++ { // the stream may still be electing a leader
-		if code, out, errs = lanes(t, append(base, "--server", up, "--timeout", "8s", "--max-deliver", "9")...); code == commands.ExitIncomplete {
+		if code, out, errs = lanes(t, append(base, "--server", strings.Join(up, ","), "--timeout", "8s", "--max-deliver", "9")...); code == commands.ExitIncomplete {
 			break
 		}
 	}
 	if code != commands.ExitIncomplete || !strings.Contains(out, "unavailable") || !strings.Contains(errs, "could not be read") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
+}
+
+// laneLeaderNode is the index of a cluster node that leads one of the seed
+// design's lanes.
+func laneLeaderNode(t *testing.T, cl *natstest.Cluster) int {
+	t.Helper()
+	_, js := natstest.Connect(t, cl.URLs())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := js.Stream(ctx, "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		if ci.Cluster == nil {
+			continue
+		}
+		for i, s := range cl.Servers {
+			if s.Opts.ServerName == ci.Cluster.Leader {
+				return i
+			}
+		}
+	}
+	t.Fatalf("no lane leader found: %v", lister.Err())
+	return -1
 }

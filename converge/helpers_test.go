@@ -2,6 +2,7 @@ package converge_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,8 +54,9 @@ func apply(t testing.TB, c *connect.Conn, p *planner.Plan, o converge.Options) (
 type apiLog struct {
 	mu       sync.Mutex
 	subjects []string
-	sentinel chan struct{}
+	sentinel chan string
 	nc       *nats.Conn
+	next     int
 }
 
 const sentinelSubject = "lanestest.sentinel"
@@ -66,7 +68,7 @@ func watchAPI(t testing.TB, url string) *apiLog {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	l := &apiLog{sentinel: make(chan struct{}, 16), nc: nc}
+	l := &apiLog{sentinel: make(chan string, 64), nc: nc}
 	if _, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		l.mu.Lock()
 		l.subjects = append(l.subjects, m.Subject)
@@ -74,7 +76,7 @@ func watchAPI(t testing.TB, url string) *apiLog {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nc.Subscribe(sentinelSubject, func(*nats.Msg) { l.sentinel <- struct{}{} }); err != nil {
+	if _, err := nc.Subscribe(sentinelSubject, func(m *nats.Msg) { l.sentinel <- string(m.Data) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
@@ -85,17 +87,30 @@ func watchAPI(t testing.TB, url string) *apiLog {
 
 // since returns the requests seen after the previous call. A sentinel,
 // published on each client connection after its requests, arrives after
-// them: no sleeping.
+// them: no sleeping. In a cluster the log's interest reaches the other
+// nodes a moment after it subscribes, so a sentinel that finds no interest
+// yet is sent again; each carries its own id, so a late copy of an older
+// one is not taken for it.
 func (l *apiLog) since(t testing.TB, clients ...*nats.Conn) []string {
 	t.Helper()
 	for _, client := range clients {
-		if err := client.Publish(sentinelSubject, nil); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-l.sentinel:
-		case <-time.After(5 * time.Second):
-			t.Fatal("sentinel not seen")
+		l.next++
+		id := strconv.Itoa(l.next)
+		deadline := time.After(10 * time.Second)
+	wait:
+		for {
+			if err := client.Publish(sentinelSubject, []byte(id)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got := <-l.sentinel:
+				if got == id {
+					break wait
+				}
+			case <-time.After(200 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("sentinel not seen")
+			}
 		}
 	}
 	l.mu.Lock()
