@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
@@ -52,23 +55,31 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 	return out, lanes, err
 }
 
-// liveProgress draws one progress line on stderr when it is a
-// terminal, redrawn at most once per percent.
+// liveProgress draws a progress bar per strategy on stderr when it is a
+// terminal, like apply's.
 func liveProgress(io *IO) func(strategy string, done, total int) {
 	if !io.ErrTTY {
 		return func(string, int, int) {}
 	}
 	var mu sync.Mutex
-	last := ""
-	s := render.NewStyles(io.Err)
+	var bar *progressbar.ProgressBar
+	current := ""
 	return func(strategy string, done, total int) {
 		mu.Lock()
 		defer mu.Unlock()
-		key := fmt.Sprintf("%s %d", strategy, done*100/max(total, 1))
-		if key == last {
-			return
+		if bar == nil || strategy != current {
+			if bar != nil {
+				_ = bar.Finish()
+				fmt.Fprintln(io.Err)
+			}
+			current = strategy
+			bar = progressbar.NewOptions(total,
+				progressbar.OptionSetWriter(io.Err),
+				progressbar.OptionSetDescription("live "+strategy),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionThrottle(100*time.Millisecond))
 		}
-		last = key
-		fmt.Fprint(io.Err, "\r"+render.ProgressLine(s, strategy, done, total))
+		_ = bar.Set(done)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/charmbracelet/lipgloss"
-
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
 )
@@ -320,17 +318,6 @@ type SweepReport struct {
 	WorkersPerLane int          `json:"workers_per_lane"`
 	Workload       WorkloadInfo `json:"workload"`
 	Sweep          model.Sweep  `json:"sweep"`
-}
-
-// ProgressLine is a live run's progress for one strategy, for stderr.
-func ProgressLine(s Styles, strategy string, done, total int) string {
-	frac := 0.0
-	if total > 0 {
-		frac = float64(done) / float64(total)
-	}
-	bar := s.Bar(frac, 1, 30, false)
-	pad := strings.Repeat(" ", max(0, 30-lipgloss.Width(bar)))
-	return fmt.Sprintf("live %-10s %s%s %d/%d", strategy, bar, pad, done, total)
 }
 
 // SweepTable prints one row per partition count with capacity and p99
