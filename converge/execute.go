@@ -360,6 +360,11 @@ func (x *executor) prune(ctx context.Context) error {
 			work = append(work, l)
 		}
 	}
+	return x.deleteLanes(ctx, work)
+}
+
+// deleteLanes deletes lanes, many at once, counting what was deleted.
+func (x *executor) deleteLanes(ctx context.Context, work []*LaneChange) error {
 	errs := x.parallel(ctx, PhaseDelete, len(work), func(ctx context.Context, i int) error {
 		if err := x.deleteConsumer(ctx, work[i].Name); err != nil {
 			return err

@@ -2,6 +2,7 @@ package converge_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,13 +135,22 @@ func writes(subjects []string) []string {
 	return out
 }
 
+// consumerInfo reads a consumer; in a cluster a just-created one may still
+// be electing its leader, so a request that times out is asked again.
 func consumerInfo(t testing.TB, js jetstream.JetStream, stream, name string) *jetstream.ConsumerInfo {
 	t.Helper()
-	c, err := js.Consumer(context.Background(), stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s: %v", name, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := js.Consumer(ctx, stream, name)
+		cancel()
+		if err == nil {
+			return c.CachedInfo()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+			t.Fatalf("consumer %s: %v", name, err)
+		}
 	}
-	return c.CachedInfo()
 }
 
 // eventually polls cond until it holds or the time is up.

@@ -213,12 +213,5 @@ func (x *executor) deleteOld(ctx context.Context, l *lanelist.Listing) error {
 	for i, ci := range lanes {
 		work[i] = &LaneChange{Name: ci.Name, Action: ActionDrain, live: ci}
 	}
-	errs := x.parallel(ctx, PhaseDelete, len(work), func(ctx context.Context, i int) error {
-		if err := x.deleteConsumer(ctx, work[i].Name); err != nil {
-			return err
-		}
-		x.count(func(r *Result) { r.Deleted++ })
-		return nil
-	})
-	return x.failed(work, errs)
+	return x.deleteLanes(ctx, work)
 }
