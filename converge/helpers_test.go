@@ -70,16 +70,27 @@ func watchAPI(t testing.TB, url string) *apiLog {
 	}
 	t.Cleanup(nc.Close)
 	l := &apiLog{sentinel: make(chan string, 64), nc: nc}
-	if _, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		l.mu.Lock()
-		l.subjects = append(l.subjects, m.Subject)
-		l.mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
+	// Both subscriptions feed one channel from the connection's read loop,
+	// so a sentinel is seen only after every request that came before it
+	// (separate async handlers would race each other).
+	msgs := make(chan *nats.Msg, 1<<16)
+	for _, subject := range []string{"$JS.API.>", sentinelSubject} {
+		if _, err := nc.ChanSubscribe(subject, msgs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := nc.Subscribe(sentinelSubject, func(m *nats.Msg) { l.sentinel <- string(m.Data) }); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { nc.Close(); close(msgs) }) // nothing is delivered after Close
+	go func() {
+		for m := range msgs {
+			if m.Subject == sentinelSubject {
+				l.sentinel <- string(m.Data)
+				continue
+			}
+			l.mu.Lock()
+			l.subjects = append(l.subjects, m.Subject)
+			l.mu.Unlock()
+		}
+	}()
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
