@@ -43,7 +43,9 @@ func StartWith(t testing.TB, opts *server.Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	return &Server{Server: s, Opts: opts, t: t}
+	ts := &Server{Server: s, Opts: opts, t: t}
+	attachLog(t, ts)
+	return ts
 }
 
 // Restart stops the server and starts it again on the same port and store.
@@ -124,7 +126,9 @@ func startAsync(t testing.TB, opts *server.Options) *Server {
 	go s.Start()
 	es := &embedded.Server{Server: s}
 	t.Cleanup(es.Stop)
-	return &Server{Server: es, Opts: opts, t: t}
+	ts := &Server{Server: es, Opts: opts, t: t}
+	attachLog(t, ts)
+	return ts
 }
 
 // WaitForMetaLeader waits until the cluster can serve JetStream requests.

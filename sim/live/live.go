@@ -76,7 +76,7 @@ const cleanupTimeout = 30 * time.Second
 // Result per strategy run. When ctx is cancelled it stops the publisher and
 // the workers, cleans up, and returns the results so far (the interrupted
 // strategy's partial result last) together with ctx.Err().
-func Run(ctx context.Context, o Options) ([]record.Result, error) {
+func Run(ctx context.Context, o Options) (results []record.Result, retErr error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
@@ -95,12 +95,21 @@ func Run(ctx context.Context, o Options) ([]record.Result, error) {
 	defer c.Close()
 
 	id := randomID()
-	var results []record.Result
+	var created []*sandbox
+	// Streams are removed together at the end, not after each strategy:
+	// deleting an account's last stream and creating the next one at once
+	// can fail on the server (it removes the account's stream directory
+	// while the create makes a new one inside it).
+	defer func() {
+		if err := removeAll(ctx, c, o, created); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
 	for _, s := range o.Strategies {
 		if ctx.Err() != nil {
 			return results, ctx.Err()
 		}
-		res, err := runStrategy(ctx, c, connOpts, o, id, s)
+		res, err := runStrategy(ctx, c, connOpts, o, id, s, &created)
 		if res != nil {
 			results = append(results, *res)
 		}
@@ -109,6 +118,21 @@ func Run(ctx context.Context, o Options) ([]record.Result, error) {
 		}
 	}
 	return results, nil
+}
+
+// removeAll deletes the sandboxes' streams (and so their consumers), with
+// its own deadline so that it still runs after a cancellation.
+func removeAll(ctx context.Context, c *connect.Conn, o Options, boxes []*sandbox) error {
+	if o.Keep && o.ServerGiven {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	for _, box := range boxes {
+		errs = append(errs, box.remove(cctx, c))
+	}
+	return errors.Join(errs...)
 }
 
 func (o *Options) check() error {

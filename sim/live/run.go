@@ -37,7 +37,7 @@ type strategyRun struct {
 // runStrategy sets up a sandbox, runs the strategy to the end (or until ctx
 // is cancelled) and removes the sandbox unless Keep. It returns a result
 // whenever the workers ran, even with an error.
-func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id, strategy string) (res *record.Result, err error) {
+func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id, strategy string, created *[]*sandbox) (res *record.Result, err error) {
 	box, err := newSandbox(o.Plan, id, strategy, o.AckWait, !o.ServerGiven)
 	if err != nil {
 		return nil, err
@@ -52,18 +52,14 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 	for _, subj := range o.Workload.Spec.Keys.Subjects {
 		r.subjects = append(r.subjects, box.prefix+"."+subj)
 	}
-	// From here on the stream may exist: whatever happens, clean up. The
-	// cleanup must work after a cancellation, so it gets its own deadline.
+	// From here on the stream may exist: Run removes it at the end. The
+	// hook must work after a cancellation, so it gets its own deadline.
+	*created = append(*created, box)
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
 		if res != nil && o.BeforeCleanup != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
 			o.BeforeCleanup(cctx, c, strategy, box.stream)
-		}
-		if !o.Keep || !o.ServerGiven {
-			if rerr := box.remove(cctx, c); rerr != nil && err == nil {
-				err = rerr
-			}
 		}
 	}()
 	if err := box.create(ctx, c, defs); err != nil {
