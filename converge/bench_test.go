@@ -44,6 +44,7 @@ func benchFresh(b *testing.B, concurrency int) {
 	srv := natstest.Start(b)
 	c := open(b, srv.URL())
 	_, js := natstest.Connect(b, srv.URL())
+	natstest.KeepAccountStreams(b, js)
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		p := benchPlan(b, i)
@@ -63,6 +64,7 @@ func benchFresh(b *testing.B, concurrency int) {
 func BenchmarkRawCreate1024(b *testing.B) {
 	srv := natstest.Start(b)
 	_, js := natstest.Connect(b, srv.URL())
+	natstest.KeepAccountStreams(b, js)
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

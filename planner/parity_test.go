@@ -68,7 +68,7 @@ func generatedSubject(r *rand.Rand, pattern string) string {
 func TestPartitionParityStreamTransform(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv.URL())
-	keepAccountStreamDir(t, nc)
+	natstest.KeepAccountStreams(t, js)
 	ctx := context.Background()
 	for _, tc := range parityCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestPartitionParityStreamTransform(t *testing.T) {
 func TestPartitionParityAccountMapping(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv.URL())
-	keepAccountStreamDir(t, nc)
+	natstest.KeepAccountStreams(t, js)
 	ctx := context.Background()
 	for _, tc := range parityCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,15 +154,6 @@ func TestPartitionParityAccountMapping(t *testing.T) {
 			}
 		})
 	}
-}
-
-// keepAccountStreamDir creates a stream that stays for the whole test: the
-// server removes an account's stream directory when its last stream is
-// deleted, and a stream created at that moment can fail ("could not create
-// storage directory"), so subtests that delete and create streams keep one.
-func keepAccountStreamDir(t *testing.T, nc *nats.Conn) {
-	t.Helper()
-	apiRequest(t, nc, "$JS.API.STREAM.CREATE.KEEP", []byte(`{"name":"KEEP","subjects":["parity.keep"],"storage":"file"}`))
 }
 
 // createFromDefinition sends the planner's stream definition to the server

@@ -62,3 +62,16 @@ func waitForJetStream(t testing.TB, url string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// KeepAccountStreams creates a stream that stays for the whole test. The
+// server removes an account's stream directory when its last stream is
+// deleted, and a stream created at that moment can fail ("could not create
+// storage directory"): tests that delete and create streams in turn keep one.
+func KeepAccountStreams(t testing.TB, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LANES_TEST_KEEP", Subjects: []string{"lanes_test.keep"}}); err != nil {
+		t.Fatal(err)
+	}
+}
