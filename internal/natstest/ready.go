@@ -13,7 +13,8 @@ import (
 // node: right after a cluster starts, a node may know of no meta leader
 // yet for a moment, and a request through it times out.
 // It also waits until the meta leader can place replicas on every running
-// node (it knows their JetStream stats), or an R3 stream cannot be created.
+// node (it knows their JetStream stats), or an R3 stream cannot be created,
+// and has kept the leadership for a moment.
 func (c *Cluster) WaitForJetStream() {
 	c.t.Helper()
 	running := 0
@@ -23,17 +24,29 @@ func (c *Cluster) WaitForJetStream() {
 			waitForJetStream(c.t, s.ClientURL())
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	// Right after start-up, route reconnections can still move the meta
+	// leadership; a request caught in the move times out. Wait until one
+	// leader that sees every running node has held for a moment.
+	const settled = 750 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	leader, since := "", time.Now()
 	for {
+		current := ""
 		for _, s := range c.Servers {
 			if s.Running() && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == running {
-				return
+				current = s.Opts.ServerName
 			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("the meta leader does not see the %d running nodes", running)
+		if current != leader {
+			leader, since = current, time.Now()
 		}
-		time.Sleep(50 * time.Millisecond)
+		if leader != "" && time.Since(since) >= settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no meta leader seeing the %d running nodes held for %s", running, settled)
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
 }
 
