@@ -202,8 +202,8 @@ func TestSimulateSweep(t *testing.T) {
 	}
 }
 
-// The live runner is wired in by the lead; here a fake one checks what it
-// is asked and that its results are shown beside the model's.
+// A fake live runner checks what it is asked and that its results are
+// shown beside the model's.
 func TestSimulateLiveShowsModelBeside(t *testing.T) {
 	t.Setenv("NATS_URL", "") // no server named: the live runner is to embed one
 	t.Setenv("NATS_CONTEXT", "")
