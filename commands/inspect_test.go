@@ -25,18 +25,6 @@ func lanesRun(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errw.String()
 }
 
-func mustPlan(t *testing.T, name string, partitions int, edit ...func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	d := planner.Design{Name: name, Subject: name + ".received_from.*", Partitions: partitions}
-	for _, e := range edit {
-		e(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -82,7 +70,7 @@ func decode(t *testing.T, s string) inspectDoc {
 func TestInspectJSONEqualsConsumerInfo(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, "jsonfig", 4)
+	p := natstest.Plan(t, "jsonfig", 4)
 	natstest.CreateLanes(t, js, p, func(c *jetstream.ConsumerConfig) {
 		switch c.Durable {
 		case p.Lanes[2].Name:
@@ -142,7 +130,7 @@ func TestInspectJSONEqualsConsumerInfo(t *testing.T) {
 func TestInspectOutputs(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, "outputs", 4)
+	p := natstest.Plan(t, "outputs", 4)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 3)...)
 	natstest.WaitPending(t, js, p.Stream.Name, p.Lanes[1].Name, 3)
@@ -175,7 +163,7 @@ func TestInspectOutputs(t *testing.T) {
 func TestInspectFailOn(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, "failon", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
+	p := natstest.Plan(t, "failon", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 2, 5)...)
 	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
@@ -217,7 +205,7 @@ func TestInspectFailOn(t *testing.T) {
 func TestInspectKey(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, "keyed", 8)
+	p := natstest.Plan(t, "keyed", 8)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, "keyed.received_from.alice", "keyed.received_from.alice")
 	lane, _ := p.LaneOf("keyed.received_from.alice")
@@ -292,7 +280,7 @@ func (s *syncBuffer) String() string {
 func TestInspectWatchSurvivesRestart(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, "watched", 2)
+	p := natstest.Plan(t, "watched", 2)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 2)...)
 
@@ -344,7 +332,7 @@ func TestInspectWatchSurvivesRestart(t *testing.T) {
 func TestInspectWatchTableAndFailOn(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, "tabled", 2)
+	p := natstest.Plan(t, "tabled", 2)
 	natstest.CreateLanes(t, js, p)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,7 +21,7 @@ func TestClusterNamesUnavailableLanes(t *testing.T) {
 	}
 	c := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, c.URLs())
-	p := plan(t, "clustered", 6, func(d *planner.Design) {
+	p := natstest.Plan(t, "clustered", 6, func(d *planner.Design) {
 		d.Stream.Replicas = 3
 		d.Lane.Replicas = 1
 	})

@@ -35,19 +35,6 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, srv: srv, js: js, conn: conn}
 }
 
-// plan plans a design named name on subjects name.received_from.* .
-func plan(t *testing.T, name string, partitions int, edit ...func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	d := planner.Design{Name: name, Subject: name + ".received_from.*", Partitions: partitions}
-	for _, e := range edit {
-		e(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // onLane edits the config of one lane only.
 func onLane(p *planner.Plan, partition int, f func(*jetstream.ConsumerConfig)) func(*jetstream.ConsumerConfig) {
@@ -108,7 +95,7 @@ func mustFind(t *testing.T, r *health.Report, code, lane string, sev health.Seve
 // processed by workers, and a fresh backlog: nothing to report.
 func TestHealthyHasNoFindings(t *testing.T) {
 	e := newEnv(t)
-	p := plan(t, "healthy", 8)
+	p := natstest.Plan(t, "healthy", 8)
 	natstest.CreateLanes(t, e.js, p)
 	for part := 0; part < 8; part++ {
 		natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, part, 3)...)
@@ -142,7 +129,7 @@ func TestHealthyHasNoFindings(t *testing.T) {
 // lanes report exactly what the server's consumer info says.
 func TestFiguresMatchConsumerInfo(t *testing.T) {
 	e := newEnv(t)
-	p := plan(t, "figures", 4)
+	p := natstest.Plan(t, "figures", 4)
 	natstest.CreateLanes(t, e.js, p,
 		onLane(p, 2, func(c *jetstream.ConsumerConfig) { c.AckWait = 300 * time.Millisecond }),
 		onLane(p, 3, func(c *jetstream.ConsumerConfig) { c.PauseUntil = ptr(time.Now().Add(time.Hour)) }))
@@ -191,7 +178,7 @@ func ptr[T any](v T) *T { return &v }
 func TestFindings(t *testing.T) {
 	e := newEnv(t)
 	t.Run("max_ack_pending", func(t *testing.T) {
-		p := plan(t, "map", 4)
+		p := natstest.Plan(t, "map", 4)
 		natstest.CreateLanes(t, e.js, p, onLane(p, 1, func(c *jetstream.ConsumerConfig) { c.MaxAckPending = 5 }))
 		r := e.read(p.Stream.Name)
 		mustFind(t, r, "max_ack_pending", p.Lanes[1].Name, health.Critical)
@@ -200,14 +187,14 @@ func TestFindings(t *testing.T) {
 		}
 	})
 	t.Run("ack_none", func(t *testing.T) {
-		p := plan(t, "acknone", 4)
+		p := natstest.Plan(t, "acknone", 4)
 		natstest.CreateLanes(t, e.js, p, onLane(p, 0, func(c *jetstream.ConsumerConfig) {
 			c.AckPolicy, c.MaxAckPending = jetstream.AckNonePolicy, 0
 		}))
 		mustFind(t, e.read(p.Stream.Name), "ack_none", p.Lanes[0].Name, health.Critical)
 	})
 	t.Run("stuck", func(t *testing.T) {
-		p := plan(t, "stuck", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(300 * time.Millisecond) })
+		p := natstest.Plan(t, "stuck", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(300 * time.Millisecond) })
 		natstest.CreateLanes(t, e.js, p)
 		natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, 3, 2)...)
 		natstest.Fetch(t, e.js, p.Stream.Name, p.Lanes[3].Name, 1, false)
@@ -219,7 +206,7 @@ func TestFindings(t *testing.T) {
 		}
 	})
 	t.Run("near_max_deliver", func(t *testing.T) {
-		p := plan(t, "poison", 4, func(d *planner.Design) {
+		p := natstest.Plan(t, "poison", 4, func(d *planner.Design) {
 			d.Lane.AckWait = planner.Duration(200 * time.Millisecond)
 			d.Lane.MaxDeliver = 3
 		})
@@ -234,7 +221,7 @@ func TestFindings(t *testing.T) {
 	t.Run("max_deliver_reached_is_not_stuck", func(t *testing.T) {
 		// The server drops an exhausted message lazily, on the next pull:
 		// until then it is ack pending, but the lane is not stuck.
-		p := plan(t, "exhausted", 4, func(d *planner.Design) {
+		p := natstest.Plan(t, "exhausted", 4, func(d *planner.Design) {
 			d.Lane.AckWait = planner.Duration(200 * time.Millisecond)
 			d.Lane.MaxDeliver = 2
 		})
@@ -259,7 +246,7 @@ func TestFindings(t *testing.T) {
 		mustFind(t, r, "skipped", lane, health.Warning)
 	})
 	t.Run("ack_wait_below_pinned_ttl", func(t *testing.T) {
-		p := plan(t, "pinned", 2, func(d *planner.Design) { d.Lane.Pinned = true })
+		p := natstest.Plan(t, "pinned", 2, func(d *planner.Design) { d.Lane.Pinned = true })
 		natstest.CreateLanes(t, e.js, p)
 		r := e.read(p.Stream.Name)
 		mustFind(t, r, "ack_wait_below_pinned_ttl", p.Lanes[0].Name, health.Warning)
@@ -268,7 +255,7 @@ func TestFindings(t *testing.T) {
 		}
 	})
 	t.Run("gap", func(t *testing.T) {
-		p := plan(t, "gap", 8)
+		p := natstest.Plan(t, "gap", 8)
 		natstest.CreateLanes(t, e.js, p)
 		for _, part := range []int{3, 5, 6} {
 			if err := e.js.DeleteConsumer(context.Background(), p.Stream.Name, p.Lanes[part].Name); err != nil {
@@ -281,7 +268,7 @@ func TestFindings(t *testing.T) {
 		}
 	})
 	t.Run("overlap", func(t *testing.T) {
-		p := plan(t, "overlap", 4)
+		p := natstest.Plan(t, "overlap", 4)
 		natstest.CreateLanes(t, e.js, p)
 		// A second lane-tagged consumer on partition 2, and a consumer
 		// taking partitions 0 and 1 besides their lanes.
@@ -305,7 +292,7 @@ func TestFindings(t *testing.T) {
 		}
 	})
 	t.Run("duplicate_durable", func(t *testing.T) {
-		p := plan(t, "dupe", 4)
+		p := natstest.Plan(t, "dupe", 4)
 		natstest.CreateLanes(t, e.js, p)
 		for _, w := range []string{"worker-1", "worker-2"} {
 			if _, err := e.js.CreateConsumer(context.Background(), p.Stream.Name, jetstream.ConsumerConfig{Durable: w,
@@ -326,7 +313,7 @@ func TestFindings(t *testing.T) {
 	t.Run("misplaced", func(t *testing.T) {
 		// Account mapping: the stream stores partitioned subjects, so a
 		// publish straight to one bypasses the mapping.
-		p := plan(t, "around", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		p := natstest.Plan(t, "around", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 		natstest.CreateLanes(t, e.js, p)
 		good, _ := p.Layout.Transform(natstest.SubjectsFor(t, p, 4, 1)[0])
 		wrong := strings.Replace(good, ".n8.4.", ".n8.6.", 1)
@@ -342,7 +329,7 @@ func TestFindings(t *testing.T) {
 	})
 	t.Run("unpartitioned", func(t *testing.T) {
 		// Messages stored before the stream got its mapping stay unpartitioned.
-		p := plan(t, "late", 4)
+		p := natstest.Plan(t, "late", 4)
 		if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: p.Stream.Name, Subjects: p.Stream.Subjects}); err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +341,7 @@ func TestFindings(t *testing.T) {
 		}
 	})
 	t.Run("placement_unchecked", func(t *testing.T) {
-		p := plan(t, "manykeys", 2)
+		p := natstest.Plan(t, "manykeys", 2)
 		natstest.CreateLanes(t, e.js, p)
 		natstest.Publish(t, e.js, "manykeys.received_from.a", "manykeys.received_from.b")
 		r := e.read(p.Stream.Name, func(o *health.Options) { o.MaxSubjects = 1 })
@@ -377,11 +364,11 @@ func TestFindings(t *testing.T) {
 		mustFind(t, e.read("RANDOM"), "nondeterministic_mapping", "", health.Critical)
 	})
 	t.Run("max_consumers", func(t *testing.T) {
-		p := plan(t, "capped", 8)
+		p := natstest.Plan(t, "capped", 8)
 		p.Stream.MaxConsumers = 4
 		p.Consumers = p.Consumers[:4]
 		natstest.CreateLanes(t, e.js, p)
-		r := e.read(p.Stream.Name, func(o *health.Options) { o.Plan = plan(t, "capped", 8) })
+		r := e.read(p.Stream.Name, func(o *health.Options) { o.Plan = natstest.Plan(t, "capped", 8) })
 		f := mustFind(t, r, "max_consumers", "", health.Critical)
 		if !strings.Contains(f.Message, "allows 4 consumers but its lanes need 8") {
 			t.Fatal(f.Message)
@@ -389,14 +376,14 @@ func TestFindings(t *testing.T) {
 		mustFind(t, r, "gap", "", health.Critical)
 	})
 	t.Run("no_workers", func(t *testing.T) {
-		p := plan(t, "idle", 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
+		p := natstest.Plan(t, "idle", 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
 		natstest.CreateLanes(t, e.js, p)
 		natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, 1, 2)...)
 		time.Sleep(400 * time.Millisecond)
 		mustFind(t, e.read(p.Stream.Name), "no_workers", p.Lanes[1].Name, health.Warning)
 	})
 	t.Run("held", func(t *testing.T) {
-		p := plan(t, "held", 2)
+		p := natstest.Plan(t, "held", 2)
 		natstest.CreateLanes(t, e.js, p, func(c *jetstream.ConsumerConfig) {
 			c.PauseUntil = ptr(time.Now().Add(time.Hour))
 			c.Metadata[health.MetaHeld] = "repartition"
@@ -413,8 +400,8 @@ func TestFindings(t *testing.T) {
 // are two groups of lanes, not an overlap, and new lanes are held.
 func TestRepartitionGenerations(t *testing.T) {
 	e := newEnv(t)
-	old := plan(t, "repart", 4)
-	next := plan(t, "repart", 8)
+	old := natstest.Plan(t, "repart", 4)
+	next := natstest.Plan(t, "repart", 8)
 	natstest.CreateLanes(t, e.js, old)
 	natstest.CreateLanes(t, e.js, next, func(c *jetstream.ConsumerConfig) {
 		c.PauseUntil = ptr(time.Now().Add(time.Hour))
@@ -446,7 +433,7 @@ func TestRepartitionGenerations(t *testing.T) {
 // with no lanes on the stream is a finding.
 func TestDesignFilterAndNoLanes(t *testing.T) {
 	e := newEnv(t)
-	p := plan(t, "alpha", 2)
+	p := natstest.Plan(t, "alpha", 2)
 	natstest.CreateLanes(t, e.js, p)
 	r := e.read(p.Stream.Name, func(o *health.Options) { o.Design = "beta" })
 	mustFind(t, r, "no_lanes", "", health.Critical)
