@@ -166,8 +166,9 @@ type Skew struct {
 	PerLane   []int64    `json:"per_lane"`
 	HotLanes  []LaneLoad `json:"hottest_lanes"`
 	HotKeys   []KeyLoad  `json:"hottest_keys"`
-	// HotKeysApprox is true when more distinct keys were seen than tracked:
-	// counts of hottest keys may then be overestimated by at most MaxError.
+	// HotKeysApprox is true once there are too many keys for exact counts
+	// (the sketch's cells are shared): hottest-key counts may then be
+	// overestimated by MaxError (with probability 1 - e^-4), never under.
 	HotKeysApprox bool  `json:"hottest_keys_approximate"`
 	MaxError      int64 `json:"hottest_keys_max_error"`
 }
