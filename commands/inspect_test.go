@@ -25,7 +25,6 @@ func lanesRun(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errw.String()
 }
 
-
 func ptr[T any](v T) *T { return &v }
 
 // laneDoc is the part of the JSON document scripts rely on.

@@ -35,7 +35,6 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, srv: srv, js: js, conn: conn}
 }
 
-
 // onLane edits the config of one lane only.
 func onLane(p *planner.Plan, partition int, f func(*jetstream.ConsumerConfig)) func(*jetstream.ConsumerConfig) {
 	name := p.Lanes[partition].Name
