@@ -8,10 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
@@ -26,13 +23,14 @@ func SetVersion(version, commit, date string) {
 // Main runs lanes with args (args[0] is the program name) and returns the
 // exit code. It never calls os.Exit, so tests run it in-process.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(stderr)
 	defer stop()
 	return MainContext(ctx, args, stdin, stdout, stderr)
 }
 
 // MainContext is Main under the caller's context instead of one cancelled
-// by Ctrl-C: tests (and embedders) cancel it to stop a --watch.
+// by Ctrl-C: tests (and embedders) cancel it to stop a command. However the
+// command ends, a cancelled context means exit 130 (interrupted).
 func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	io := newIO(stdin, stdout, stderr)
 	app := newApp(io)
@@ -41,6 +39,10 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	err := app.RunContext(ctx, joinWatchInterval(args))
 	if unknown != "" {
 		err = usageErrorf("unknown command %q: lanes has plan, apply, inspect and simulate (see lanes --help)", unknown)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(interruptedMessage(ctx, err)))
+		return ExitInterrupted
 	}
 	code := exitCode(err)
 	if err != nil && !isSilent(err) {

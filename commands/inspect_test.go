@@ -318,8 +318,8 @@ func TestInspectWatchSurvivesRestart(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != 0 {
-			t.Fatalf("watch ended with exit %d: %s", code, errOut.String())
+		if code != commands.ExitInterrupted {
+			t.Fatalf("a cancelled watch ended with exit %d, want %d: %s", code, commands.ExitInterrupted, errOut.String())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch did not stop when cancelled")

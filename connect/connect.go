@@ -97,9 +97,9 @@ func Open(ctx context.Context, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(o.Server, opts...)
+	nc, err := dial(ctx, o.Server, opts)
 	if err != nil {
-		return nil, classifyConnect(err, c.Server)
+		return nil, err
 	}
 	c.NC = nc
 	var jsOpts []jetstream.JetStreamOpt
@@ -117,6 +117,35 @@ func Open(ctx context.Context, o Options) (*Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// dial connects, giving up as soon as ctx ends: nats.Connect takes no
+// context, and a server that accepts TCP but never answers would otherwise
+// hold a Ctrl-C until the connect timeout of every URL has passed.
+func dial(ctx context.Context, servers string, opts []nats.Option) (*nats.Conn, error) {
+	type dialed struct {
+		nc  *nats.Conn
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		nc, err := nats.Connect(servers, opts...)
+		ch <- dialed{nc, err}
+	}()
+	select {
+	case d := <-ch:
+		if d.err != nil {
+			return nil, classifyConnect(d.err, Redact(servers))
+		}
+		return d.nc, nil
+	case <-ctx.Done():
+		go func() { // close it if it connects after all
+			if d := <-ch; d.nc != nil {
+				d.nc.Close()
+			}
+		}()
+		return nil, fmt.Errorf("connecting to %s: %w", Redact(servers), ctx.Err())
+	}
 }
 
 // Close drains nothing: lanes only makes requests, so closing is enough.
