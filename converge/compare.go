@@ -30,8 +30,9 @@ func Compute(p *planner.Plan, live *Live, o Options) *Diff {
 	inv := takeInventory(p, live)
 	d.OtherConsumers = inv.others
 	rp := d.repartition(inv)
+	start := d.generationStart(inv, rp)
 	for i := range p.Lanes {
-		d.Lanes = append(d.Lanes, d.planLane(i, inv, rp))
+		d.Lanes = append(d.Lanes, d.planLane(i, inv, rp, start))
 	}
 	d.otherLanes(inv, rp)
 	d.compareStream(inv, rp)
@@ -250,7 +251,7 @@ func (d *Diff) liveTransformIs(want *planner.SubjectTransform) bool {
 }
 
 // planLane decides what happens to planned lane i.
-func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange {
+func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint64) LaneChange {
 	p := d.plan
 	want := p.Consumers[i]
 	lc := LaneChange{Name: want.Durable, Partition: i, Partitions: p.Design.Partitions, want: want}
@@ -276,7 +277,7 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange 
 			lc.Reason = "an interrupted recreate: the lane is created again at its recorded position"
 			return lc
 		}
-		lc.Action = ActionCreate
+		lc.Action, lc.StartSeq = ActionCreate, start
 		return lc
 	}
 	lc.live = ci

@@ -38,7 +38,7 @@ func newWorld(t *testing.T, streamOf *planner.Plan) *world {
 	b, _ := json.Marshal(streamOf.Stream)
 	json.Unmarshal(b, &cfg)
 	return &world{t: t, live: &Live{
-		Stream:    &LiveStream{Config: cfg, raw: toMap(cfg)},
+		Stream:    &LiveStream{Config: cfg},
 		Consumers: &lanelist.Listing{Offline: map[string]string{}},
 	}}
 }

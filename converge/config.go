@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,9 +201,15 @@ func mergeMetadata(live, want map[string]string) map[string]string {
 	return out
 }
 
-// createBody is a new lane's config, held when a repartition is running.
-func createBody(want planner.ConsumerConfig, held bool) map[string]json.RawMessage {
+// createBody is a new lane's config: from its generation's start (0 or 1:
+// the beginning), held when a repartition is running.
+func createBody(want planner.ConsumerConfig, held bool, start uint64) map[string]json.RawMessage {
 	body := toMap(want)
+	if start > 1 {
+		body["deliver_policy"] = raw("by_start_sequence")
+		body["opt_start_seq"] = raw(start)
+		setMeta(body, MetaStartSeq, strconv.FormatUint(start, 10))
+	}
 	if held {
 		hold(body)
 	}

@@ -117,7 +117,7 @@ type StreamChange struct {
 	// makes only once every new lane exists and is held.
 	SwitchMapping *FieldChange `json:"switch_mapping,omitempty"`
 
-	update map[string]any // the changes, by API field, before any mapping switch
+	edit *streamEdit // the changes, before any mapping switch
 }
 
 // FieldChange is one field, old -> new, in the JetStream API's JSON form.
@@ -145,6 +145,9 @@ type LaneChange struct {
 	// Position is where a recreated or finished lane starts: the stream
 	// sequence after its ack floor.
 	Position *Position `json:"position,omitempty"`
+	// StartSeq is where a created lane starts: after the messages of its
+	// generation that earlier lanes processed (0: at the beginning).
+	StartSeq uint64 `json:"start_seq,omitempty"`
 
 	want        planner.ConsumerConfig
 	live        *jetstream.ConsumerInfo

@@ -31,6 +31,9 @@ type Result struct {
 	// Incomplete says why the server is not yet as designed and what a
 	// re-run needs; empty when apply finished.
 	Incomplete []string `json:"incomplete,omitempty"`
+	// Remaining is what was left undone when apply stopped early (the
+	// server went away, an interruption): a re-run does it.
+	Remaining []string `json:"remaining,omitempty"`
 	// Warnings are things done that deserve a look.
 	Warnings      []string      `json:"warnings,omitempty"`
 	WriteRequests int64         `json:"write_requests"`
@@ -176,38 +179,47 @@ func (x *executor) applyStream(ctx context.Context) error {
 	switch sc.Action {
 	case ActionCreate:
 		body := toMap(x.d.plan.Stream)
-		overlay(body, sc.update)
+		sc.edit.onto(body)
 		if err := x.a.write(ctx, "STREAM.CREATE."+x.stream, body, nil); err != nil {
 			return fmt.Errorf("creating stream %s: %w", x.stream, err)
 		}
 		x.res.StreamCreated = true
 	case ActionUpdate:
-		if err := x.updateStream(ctx, x.d.live.Stream.raw, sc.update); err != nil {
+		changed, err := x.updateStream(ctx, sc.edit)
+		if err != nil {
 			return err
 		}
-		x.res.StreamUpdated = true
+		x.res.StreamUpdated = changed
 	}
 	return nil
 }
 
-// updateStream sends the live config with some fields replaced, so the
-// stream's other settings stay as they are.
-func (x *executor) updateStream(ctx context.Context, live map[string]json.RawMessage, changes map[string]any) error {
-	body := make(map[string]json.RawMessage, len(live))
-	for k, v := range live {
-		body[k] = v
+// updateStream reads the stream as it is now and sends it back with the
+// edit applied: a stream update replaces the whole config, and starting
+// from an older read would revert what others changed since. Nothing is
+// sent when the edit is already in place. It returns the stream as it was
+// before the update.
+func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (bool, error) {
+	_, changed, err := x.editStream(ctx, edit)
+	return changed, err
+}
+
+func (x *executor) editStream(ctx context.Context, edit *streamEdit) (*streamInfo, bool, error) {
+	var info streamInfo
+	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+		return nil, false, fmt.Errorf("reading stream %s before updating it: %w", x.stream, err)
 	}
-	overlay(body, changes)
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(info.Config, &body); err != nil {
+		return nil, false, err
+	}
+	if !edit.onto(body) {
+		return &info, false, nil
+	}
 	if err := x.a.write(ctx, "STREAM.UPDATE."+x.stream, body, nil); err != nil {
-		return fmt.Errorf("updating stream %s: %w", x.stream, err)
+		return nil, false, fmt.Errorf("updating stream %s: %w", x.stream, err)
 	}
-	return nil
-}
-
-func overlay(body map[string]json.RawMessage, changes map[string]any) {
-	for k, v := range changes {
-		body[k] = raw(v)
-	}
+	return &info, true, nil
 }
 
 // applyLanes makes every planned lane as designed, many requests in flight.
@@ -233,7 +245,7 @@ func (x *executor) applyLanes(ctx context.Context) error {
 func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 	switch l.Action {
 	case ActionCreate:
-		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held)); err != nil {
+		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held, l.StartSeq)); err != nil {
 			return err
 		}
 		x.count(func(r *Result) {

@@ -23,9 +23,9 @@ type Live struct {
 // LiveStream is the stream as the server reports it.
 type LiveStream struct {
 	Config   planner.StreamConfig // the fields lanes decides, in API form
+	Metadata map[string]string    // the stream's metadata (generation records)
 	Messages uint64
 	LastSeq  uint64
-	raw      map[string]json.RawMessage // the whole config, for updates that keep what lanes does not decide
 }
 
 type streamInfo struct {
@@ -34,6 +34,21 @@ type streamInfo struct {
 		Messages uint64 `json:"messages"`
 		LastSeq  uint64 `json:"last_seq"`
 	} `json:"state"`
+}
+
+func (info *streamInfo) live() (*LiveStream, error) {
+	ls := &LiveStream{Messages: info.State.Messages, LastSeq: info.State.LastSeq}
+	var meta struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(info.Config, &meta); err != nil {
+		return nil, err
+	}
+	ls.Metadata = meta.Metadata
+	if err := json.Unmarshal(info.Config, &ls.Config); err != nil {
+		return nil, err
+	}
+	return ls, nil
 }
 
 // Read reads the live state of stream.
@@ -55,11 +70,8 @@ func read(ctx context.Context, a *api, stream string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	ls := &LiveStream{Messages: info.State.Messages, LastSeq: info.State.LastSeq}
-	if err := json.Unmarshal(info.Config, &ls.raw); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(info.Config, &ls.Config); err != nil {
+	ls, err := info.live()
+	if err != nil {
 		return nil, err
 	}
 	live.Stream = ls

@@ -98,9 +98,14 @@ func (o *orderCheck) watchLanes() {
 			if err == nil {
 				names := s.ConsumerNames(o.ctx)
 				for n := range names.Name() {
-					if strings.HasPrefix(n, o.design+"-n") && !strings.HasSuffix(n, "-recreate") && !o.started[n] {
+					o.mu.Lock()
+					start := strings.HasPrefix(n, o.design+"-n") && !strings.HasSuffix(n, "-recreate") && !o.started[n]
+					if start {
 						o.started[n] = true
 						o.workers.Add(1)
+					}
+					o.mu.Unlock()
+					if start {
 						go o.work(n)
 					}
 				}
@@ -113,9 +118,16 @@ func (o *orderCheck) watchLanes() {
 	}()
 }
 
-// work processes one lane until it is deleted or the check stops.
+// work processes one lane until it is deleted or the check stops. A lane
+// of the same name created again later (a return to an earlier partition
+// count) gets a worker of its own.
 func (o *orderCheck) work(lane string) {
 	defer o.workers.Done()
+	defer func() {
+		o.mu.Lock()
+		delete(o.started, lane)
+		o.mu.Unlock()
+	}()
 	var c jetstream.Consumer
 	for {
 		var err error
