@@ -27,6 +27,16 @@ const (
 	MetaRecreateDesign    = "lanes.recreate.design"
 	MetaRecreateStartSeq  = "lanes.recreate.start_seq"
 	MetaRecreatePauseTill = "lanes.recreate.pause_until"
+	// MetaRecreateChange is the change being made ("max_waiting 512 ->
+	// 64"): a re-run finishes the recreate of every lane with that change,
+	// with or without --recreate.
+	MetaRecreateChange = "lanes.recreate.change"
+	// MetaRecreatePaused says apply pauses the lane for the recreate (it
+	// was not paused): a re-run lifts that pause.
+	MetaRecreatePaused = "lanes.recreate.paused"
+	// MetaRecreateExact says start_seq was read from the paused lane; without
+	// it, start_seq is a lower bound read before the pause.
+	MetaRecreateExact = "lanes.recreate.exact"
 )
 
 // heldUntil is the pause of a held lane: far enough to mean "until apply
@@ -255,9 +265,5 @@ func drained(ci *jetstream.ConsumerInfo) bool { return ci.NumPending == 0 && ci.
 // floor, so nothing unacked is skipped; what was delivered but not acked
 // is delivered again.
 func positionOf(ci *jetstream.ConsumerInfo) *Position {
-	p := &Position{StartSeq: ci.AckFloor.Stream + 1, InFlight: ci.NumAckPending}
-	if ci.Delivered.Stream > ci.AckFloor.Stream && ci.NumAckPending > 0 {
-		p.RedeliverFrom, p.RedeliverTo = ci.AckFloor.Stream+1, ci.Delivered.Stream
-	}
-	return p
+	return &Position{StartSeq: ci.AckFloor.Stream + 1, InFlight: ci.NumAckPending}
 }

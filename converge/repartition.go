@@ -241,7 +241,7 @@ func (x *executor) resumeNew(ctx context.Context, l *lanelist.Listing) error {
 		x.count(func(r *Result) { r.Resumed++ })
 		return nil
 	})
-	return x.failed(work, errs)
+	return x.failed(ctx, work, errs)
 }
 
 // deleteOld deletes the drained lanes of the old generations.

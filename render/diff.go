@@ -217,7 +217,7 @@ func laneNote(l converge.LaneChange) string {
 		parts = append(parts, fmt.Sprintf("backlog %d", l.Backlog))
 	}
 	if p := l.Position; p != nil {
-		parts = append(parts, positionText(*p))
+		parts = append(parts, positionText(*p, false))
 	}
 	if l.Reason != "" && l.Action != converge.ActionRefused && l.Action != converge.ActionRecreate {
 		parts = append(parts, l.Reason)
@@ -228,19 +228,27 @@ func laneNote(l converge.LaneChange) string {
 	return strings.Join(parts, "; ")
 }
 
-func positionText(p converge.Position) string {
+// positionText says where a recreated lane restarts. Before apply, the
+// messages in flight are counted; after, the recreate names the lane's own
+// messages it delivers again, looked up on its filter.
+func positionText(p converge.Position, applied bool) string {
 	t := fmt.Sprintf("restarts at stream seq %d", p.StartSeq)
-	if p.RedeliverTo > 0 {
-		t += fmt.Sprintf(", delivered again: %s", seqRange(p.RedeliverFrom, p.RedeliverTo))
+	switch {
+	case applied && len(p.Redelivered) > 0:
+		seqs := make([]string, len(p.Redelivered))
+		for i, s := range p.Redelivered {
+			seqs[i] = strconv.FormatUint(s, 10)
+		}
+		t += ", delivered again: " + strings.Join(seqs, ", ")
+		if p.RedeliveredMore {
+			t += " and more"
+		}
+	case applied:
+		t += ", nothing in flight"
+	case p.InFlight > 0:
+		t += fmt.Sprintf(", %d in flight (delivered again unless acked while the lane is paused)", p.InFlight)
 	}
 	return t
-}
-
-func seqRange(from, to uint64) string {
-	if from == to {
-		return strconv.FormatUint(from, 10)
-	}
-	return fmt.Sprintf("%d..%d", from, to)
 }
 
 // value shows a field's JSON value for people: durations as 30s, strings
@@ -322,7 +330,7 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result) {
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Join(done, "; "))
 	for _, rc := range r.Recreated {
-		fmt.Fprintf(w, "  %s %s\n", rc.Lane, positionText(rc.Position))
+		fmt.Fprintf(w, "  %s %s\n", rc.Lane, positionText(rc.Position, true))
 	}
 	if dr := r.Drain; dr != nil {
 		state := s.Good.Render("drained")
