@@ -60,8 +60,8 @@ func killAfter(t *testing.T, url, part string, n int64, args ...string) {
 	go func() {
 		select {
 		case <-killNow:
+			close(killed) // before the kill: Wait may return at once
 			cmd.Process.Kill()
-			close(killed)
 		case <-exited:
 		}
 	}()

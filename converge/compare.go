@@ -36,6 +36,7 @@ func Compute(p *planner.Plan, live *Live, o Options) *Diff {
 	}
 	d.otherLanes(inv, rp)
 	d.compareStream(inv, rp)
+	d.checkTopology()
 	d.accountNotes(rp)
 	d.summariseRefusals()
 	return d

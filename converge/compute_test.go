@@ -276,6 +276,21 @@ func TestComputeChangesThatStrandMessages(t *testing.T) {
 		if !d.Refused() || !strings.Contains(strings.Join(d.Refusals, " "), "same 4 partitions") {
 			t.Fatalf("%v", d.Refusals)
 		}
+		// Only the prefix changes: keys keep their partitions; what is at
+		// stake is the messages stored under the old subjects.
+		if r := strings.Join(d.Refusals, " "); strings.Contains(r, "keys would move") || !strings.Contains(r, "every key stays in its partition") {
+			t.Fatalf("a prefix-only change explained as keys moving: %v", d.Refusals)
+		}
+	})
+	t.Run("same count, other key tokens: keys move", func(t *testing.T) {
+		two := func(keys ...int) func(d *planner.Design) {
+			return func(d *planner.Design) { d.Subject = "devices.*.*"; d.KeyTokens = keys }
+		}
+		p1, p12 := plan(t, 4, two(1)), plan(t, 4, two(1, 2))
+		d := Compute(p12, newWorld(t, p1).transform(p1).lanes(p1).live, Options{})
+		if r := strings.Join(d.Refusals, " "); !strings.Contains(r, "keys would move") {
+			t.Fatalf("a change of the partition function must say keys move: %v", d.Refusals)
+		}
 	})
 	t.Run("filter change with a backlog: refused unless --force", func(t *testing.T) {
 		prefixed := plan(t, 4, func(d *planner.Design) { d.Prefix = "lanes" })
@@ -311,6 +326,72 @@ func TestComputeRecreateRecords(t *testing.T) {
 	if d.Lanes[0].Action != ActionUnchanged || d.Lanes[0].placeholder == nil {
 		t.Fatalf("a leftover record must be cleaned up: %+v", d.Lanes[0])
 	}
+}
+
+// TestComputeGenerationStart: where new lanes start, from live state only.
+func TestComputeGenerationStart(t *testing.T) {
+	p4, p6 := plan(t, 4), plan(t, 6)
+	startOf := func(d *Diff) uint64 {
+		for _, l := range d.Lanes {
+			if l.Action == ActionCreate {
+				return l.StartSeq
+			}
+		}
+		t.Fatalf("no lane created: %+v", d.Counts())
+		return 0
+	}
+	t.Run("fresh stream: the beginning", func(t *testing.T) {
+		if s := startOf(Compute(p4, &Live{Consumers: &lanelist.Listing{}}, Options{})); s != 0 {
+			t.Fatalf("start %d", s)
+		}
+	})
+	t.Run("repartition, stream mapping: after the last sequence", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4).lanes(p4)
+		w.live.Stream.LastSeq = 500
+		d := Compute(p6, w.live, Options{})
+		if s := startOf(d); s != 501 {
+			t.Fatalf("start %d", s)
+		}
+		if rec := d.Stream.edit.generations[GenerationKey("orders", 6)]; rec.StartSeq != 501 || rec.Subjects != p6.Layout.Pattern() {
+			t.Fatalf("the start must be recorded in the stream: %+v", d.Stream.edit)
+		}
+	})
+	t.Run("return to a retired count, account mapping: after its retirement", func(t *testing.T) {
+		a4 := plan(t, 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		a6 := plan(t, 6, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		w := newWorld(t, a6).lanes(a6)
+		w.live.Stream.LastSeq = 900
+		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 4): GenerationRecord{Subjects: "x", RetiredSeq: 300}.String()}
+		if s := startOf(Compute(a4, w.live, Options{})); s != 301 {
+			t.Fatalf("start %d, want 301 (messages a server mapped to n4 early are not skipped)", s)
+		}
+	})
+	t.Run("a missing lane of a running generation: where its siblings start", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4)
+		for i := 1; i < 4; i++ {
+			w.lane(p4, i, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[MetaStartSeq] = "77" })
+		}
+		w.live.Stream.LastSeq = 500
+		if s := startOf(Compute(p4, w.live, Options{})); s != 77 {
+			t.Fatalf("start %d", s)
+		}
+	})
+	t.Run("a missing lane nobody recorded: the beginning, never skipping work", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4)
+		w.lane(p4, 1)
+		w.live.Stream.LastSeq = 500
+		if s := startOf(Compute(p4, w.live, Options{})); s != 0 {
+			t.Fatalf("start %d", s)
+		}
+	})
+	t.Run("workqueue: deliver all", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4).lanes(p4)
+		w.live.Stream.Config.Retention = "workqueue"
+		w.live.Stream.LastSeq = 500
+		if s := startOf(Compute(p6, w.live, Options{})); s != 0 {
+			t.Fatalf("start %d", s)
+		}
+	})
 }
 
 func TestSubjectCovers(t *testing.T) {

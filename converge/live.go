@@ -18,6 +18,7 @@ type Live struct {
 	Stream    *LiveStream
 	Consumers *lanelist.Listing // empty when the stream does not exist
 	Requests  int               // API requests the reading took
+	Topology  Topology          // the servers behind the connection
 }
 
 // LiveStream is the stream as the server reports it.
@@ -60,7 +61,7 @@ func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error)
 func read(ctx context.Context, a *api, stream string) (*Live, error) {
 	ctx, cancel := a.conn.Guard(ctx)
 	defer cancel()
-	live := &Live{Consumers: &lanelist.Listing{Offline: map[string]string{}}}
+	live := &Live{Consumers: &lanelist.Listing{Offline: map[string]string{}}, Topology: TopologyOf(a.conn)}
 	var info streamInfo
 	err := a.read(ctx, "STREAM.INFO."+stream, nil, &info)
 	live.Requests++

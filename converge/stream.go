@@ -17,13 +17,13 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 	want := p.Stream
 	need := d.consumersNeeded(want.MaxConsumers)
 	edit := &streamEdit{}
-	d.recordGeneration(edit)
 	if d.live.Stream == nil {
 		d.Stream.Action = ActionCreate
 		if need > want.MaxConsumers {
 			edit.maxConsumers = need
 			d.Stream.Changes = append(d.Stream.Changes, FieldChange{Field: "max_consumers", Old: raw(want.MaxConsumers), New: raw(need)})
 		}
+		d.recordGeneration(edit)
 		d.Stream.edit = edit
 		return
 	}
@@ -60,6 +60,7 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 			d.OutOfReach = append(d.OutOfReach, fmt.Sprintf("stream subject %s is not in the design: apply never removes a subject (an older generation's, or another tool's)", subj))
 		}
 	}
+	d.recordGeneration(edit)
 	d.Stream.Action = ActionUnchanged
 	if !edit.empty() {
 		d.Stream.Action = ActionUpdate
@@ -101,7 +102,13 @@ func (d *Diff) recordGeneration(edit *streamEdit) {
 	if rec.StartSeq == start && rec.Subjects == d.plan.Layout.Pattern() {
 		return
 	}
-	edit.generation(GenerationKey(d.Design, n), GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start})
+	key := GenerationKey(d.Design, n)
+	edit.generation(key, GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start})
+	change := FieldChange{Field: "metadata." + key, Old: orNull(nil), New: raw(rec.merge(edit.generations[key]).String())}
+	if d.live.Stream != nil && d.live.Stream.Metadata[key] != "" {
+		change.Old = raw(d.live.Stream.Metadata[key])
+	}
+	d.Stream.Changes = append(d.Stream.Changes, change)
 }
 
 // consumersNeeded is the max_consumers the stream needs: the design's,

@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,11 +16,31 @@ import (
 // ApplyDoc is the JSON (and YAML) document of lanes apply, apply
 // --dry-run and plan --server. Scripts rely on its field names.
 type ApplyDoc struct {
-	Server  string           `json:"server"`
-	DryRun  bool             `json:"dry_run"`
-	Pending bool             `json:"changes_pending"`
-	Diff    *converge.Diff   `json:"diff"`
-	Result  *converge.Result `json:"result,omitempty"`
+	Server string `json:"server"`
+	DryRun bool   `json:"dry_run"`
+	// Status is the outcome in one word: nothing_to_do, pending (dry run),
+	// applied, refused, incomplete, stopped or failed.
+	Status string `json:"status"`
+	// Pending: the server differs from the design, whether or not apply
+	// changed it (also when it refused to).
+	Pending bool `json:"changes_pending"`
+	// Refused: apply changed nothing because a change needs a flag, a
+	// confirmation, or another apply holds the lock; Reasons say why.
+	Refused bool     `json:"refused"`
+	Reasons []string `json:"reasons,omitempty"`
+	// NeedsConfirmation: the changes touch an existing stream, so apply
+	// asks on a terminal and needs --yes without one.
+	NeedsConfirmation bool `json:"needs_confirmation"`
+	// LockHolder is the apply holding the stream's lock, when that is
+	// why this one refused.
+	LockHolder *converge.LockOwner `json:"lock_holder,omitempty"`
+	Diff       *converge.Diff      `json:"diff"`
+	// Result is what was applied.
+	Result *converge.Result `json:"result,omitempty"`
+	// Remaining is what is left to do: a re-run does it.
+	Remaining []string `json:"remaining,omitempty"`
+	// Error is the error apply stopped with, as printed on stderr.
+	Error string `json:"error,omitempty"`
 }
 
 // DiffTable prints what apply would do: the stream, a repartition in
@@ -112,26 +133,28 @@ func actionWord(s Styles, a converge.Action, switching bool) string {
 	return s.Dim.Render("unchanged")
 }
 
-// laneGroup is a run of lanes with the same action and the same changes.
+// laneGroup is a run of consecutive lanes (partitions p, p+1, ... of one
+// generation) with the same action and the same changes.
 type laneGroup struct {
 	first, last string
 	n           int
 	lane        converge.LaneChange
 	key         string
+	end         int // index in the diff of the group's last lane
 }
 
 func laneSection(w io.Writer, s Styles, d *converge.Diff) error {
 	var groups []*laneGroup
-	for _, l := range d.Lanes {
+	for i, l := range d.Lanes {
 		if l.Action == converge.ActionUnchanged && !l.Held && l.Reason == "" {
 			continue
 		}
 		k := groupKey(l)
-		if g := last(groups); g != nil && g.key == k {
-			g.last, g.n = l.Name, g.n+1
+		if g := last(groups); g != nil && g.key == k && g.end == i-1 && l.Partition == g.lane.Partition+g.n {
+			g.last, g.n, g.end = l.Name, g.n+1, i
 			continue
 		}
-		groups = append(groups, &laneGroup{first: l.Name, last: l.Name, n: 1, lane: l, key: k})
+		groups = append(groups, &laneGroup{first: l.Name, last: l.Name, n: 1, lane: l, key: k, end: i})
 	}
 	if len(groups) == 0 {
 		return nil
@@ -219,6 +242,9 @@ func laneNote(l converge.LaneChange) string {
 	if p := l.Position; p != nil {
 		parts = append(parts, positionText(*p, false))
 	}
+	if l.StartSeq > 1 && l.Action == converge.ActionCreate {
+		parts = append(parts, fmt.Sprintf("starts at stream seq %d (nothing stored for its generation before it is replayed)", l.StartSeq))
+	}
 	if l.Reason != "" && l.Action != converge.ActionRefused && l.Action != converge.ActionRecreate {
 		parts = append(parts, l.Reason)
 	}
@@ -303,10 +329,10 @@ func summaryLine(s Styles, d *converge.Diff) string {
 	return "Lanes: " + strings.Join(parts, ", ") + "."
 }
 
-// ResultTable prints what apply did.
-func ResultTable(w io.Writer, s Styles, r *converge.Result) {
+// ResultTable prints what apply did, and what is left when it stopped
+// early (err is what it stopped with; the error itself goes to stderr).
+func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)))
 	var done []string
 	if r.StreamCreated {
 		done = append(done, "stream created")
@@ -325,6 +351,18 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result) {
 			done = append(done, fmt.Sprintf("%d lanes %s", c.n, c.what))
 		}
 	}
+	heading := fmt.Sprintf("Applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
+	var stopped *converge.StoppedError
+	switch {
+	case err != nil && len(done) == 0 && r.WriteRequests == 0:
+		fmt.Fprintln(w, s.Bad.Render("Nothing was changed (see the error on stderr)"))
+		return
+	case errors.As(err, &stopped):
+		heading = fmt.Sprintf("Stopped after %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
+	case err != nil:
+		heading = fmt.Sprintf("Partly applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
+	}
+	fmt.Fprintln(w, s.Heading.Render(heading))
 	if len(done) == 0 {
 		done = append(done, "nothing changed")
 	}
@@ -344,6 +382,12 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result) {
 	}
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, s.Bad.Render(fmt.Sprintf("  %d lane changes failed (see stderr)", len(r.Failures))))
+	}
+	if len(r.Remaining) > 0 {
+		fmt.Fprintln(w, s.Warn.Render("  not done (a re-run does it):"))
+		for _, left := range r.Remaining {
+			fmt.Fprintf(w, "    - %s\n", left)
+		}
 	}
 }
 
