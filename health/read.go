@@ -211,11 +211,12 @@ type placementResult struct {
 	unpartitioned, misplaced           uint64 // messages
 	unpartitionedSubjects, misplacedN  int    // subjects
 	unpartitionedSample, misplacedList []string
-	unchecked, limit                   int // subjects, when there were too many to check
+	unchecked, limit                   int               // subjects, when there were too many to check
+	unmatched                          map[string]uint64 // unpartitioned subjects -> messages (retired generations are told apart in findings.go)
 }
 
 func checkPlacement(subjects map[string]uint64, layouts []*layout) *placementResult {
-	res := &placementResult{}
+	res := &placementResult{unmatched: map[string]uint64{}}
 	names := make([]string, 0, len(subjects))
 	for s := range subjects {
 		names = append(names, s)
@@ -238,6 +239,7 @@ func checkPlacement(subjects map[string]uint64, layouts []*layout) *placementRes
 		}
 		switch {
 		case !matched:
+			res.unmatched[s] = n
 			res.unpartitioned += n
 			res.unpartitionedSubjects++
 			if len(res.unpartitionedSample) < 3 {
