@@ -1,12 +1,15 @@
 package commands_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,27 +35,41 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// killAfter runs lanes in a child process and kills it with SIGKILL once
-// the server has seen n API requests whose subject contains part.
-func killAfter(t *testing.T, url, part string, n int64, args ...string) {
+// child is lanes run in a separate process (this test binary re-executed
+// with LANES_ARGS).
+type child struct {
+	code           int
+	stdout, stderr string
+	killed         bool // by SIGKILL, on its trigger
+}
+
+// runChild runs lanes ARGS in a child process. When part is not empty it
+// is killed with SIGKILL once the server (at url) has seen n API requests
+// whose subject contains part; it may finish before that.
+func runChild(t testing.TB, url, part string, n int64, args ...string) child {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	argv, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-	var seen atomic.Int64
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	killNow := make(chan struct{})
-	killed := make(chan struct{})
-	nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		if strings.Contains(m.Subject, part) && seen.Add(1) == n {
-			close(killNow)
+	var killed atomic.Bool
+	if part != "" {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	nc.Flush()
+		defer nc.Close()
+		var seen atomic.Int64
+		var once sync.Once
+		nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+			if strings.Contains(m.Subject, part) && seen.Add(1) == n {
+				once.Do(func() { close(killNow) })
+			}
+		})
+		nc.Flush()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,19 +77,33 @@ func killAfter(t *testing.T, url, part string, n int64, args ...string) {
 	go func() {
 		select {
 		case <-killNow:
-			close(killed) // before the kill: Wait may return at once
+			killed.Store(true) // before the kill: Wait may return at once
 			cmd.Process.Kill()
 		case <-exited:
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(exited)
-	select {
-	case <-killed:
-		t.Logf("killed after %d %s requests: %v", n, part, err)
-	default:
-		t.Fatalf("lanes finished before it could be killed: %v", err)
+	c := child{stdout: stdout.String(), stderr: stderr.String(), killed: killed.Load()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		c.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
 	}
+	return c
+}
+
+// killAfter runs lanes in a child process and kills it with SIGKILL once
+// the server has seen n API requests whose subject contains part; the
+// test fails if lanes finished first.
+func killAfter(t *testing.T, url, part string, n int64, args ...string) {
+	t.Helper()
+	c := runChild(t, url, part, n, args...)
+	if !c.killed {
+		t.Fatalf("lanes finished before it could be killed: exit %d %s", c.code, c.stderr)
+	}
+	t.Logf("killed after %d %s requests", n, part)
 }
 
 // TestKilledApplyConverges: kill -9 while apply creates 300 lanes; the
