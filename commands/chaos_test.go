@@ -36,9 +36,9 @@ import (
 // chaosConfig is one chaos run.
 type chaosConfig struct {
 	seed    uint64
-	cluster bool   // a 3-node cluster, R3 stream and lanes
-	mapping string // stream or account
-	counts  []int  // partition counts, in order (returns included)
+	cluster bool     // a 3-node cluster, R3 stream and lanes
+	mapping string   // stream or account
+	counts  []int    // partition counts, in order (returns included)
 	modes   []string // how repartitions are run (default: every mode)
 	// recreates and restarts are extra steps spread among the repartitions.
 	recreates, restarts int

@@ -300,4 +300,3 @@ func Connect(urls string) (*nats.Conn, jetstream.JetStream, error) {
 	}
 	return nc, js, nil
 }
-
