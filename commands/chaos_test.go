@@ -503,7 +503,11 @@ func runChaos(t testing.TB, cfg chaosConfig) (chaosStats, chaos.Counts) {
 	}
 	code, out, errs = lanesRun("inspect", "--stream", chaosStream, "-s", e.urls, "--fail-on", "severity>=warning")
 	if code != 0 {
-		e.fatalf("inspect after the chaos: exit %d\n%s\n%s", code, out, errs)
+		var meta map[string]string
+		if s, err := js.Stream(context.Background(), chaosStream); err == nil {
+			meta = s.CachedInfo().Config.Metadata
+		}
+		e.fatalf("inspect after the chaos: exit %d\n%s\n%s\nstream metadata: %v", code, out, errs, meta)
 	}
 	counts := e.check.Counts()
 	t.Logf("%s in %s: %+v; messages %+v", describe(cfg), time.Since(start).Round(time.Millisecond), e.stats, counts)

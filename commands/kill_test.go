@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,5 +186,72 @@ func TestKilledRecreateKeepsPosition(t *testing.T) {
 	}
 	if code, out, _ := lanes(t, append(base, "--max-waiting", "32")...); code != 0 || !strings.Contains(out, "Nothing to do") {
 		t.Fatalf("not converged: exit %d\n%s", code, out)
+	}
+}
+
+// TestSigtermMidApplySaysWhatIsLeft: SIGTERM while apply creates lanes
+// exits 130 at once, says it was interrupted (not 'context canceled', once
+// per lane), and the result on stdout lists what is left; a re-run
+// converges.
+func TestSigtermMidApplySaysWhatIsLeft(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "600"}, seed...)
+	argv, _ := json.Marshal(append(base, "--concurrency", "2"))
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	sent := make(chan time.Time, 1)
+	stop := onAPI(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		sent <- time.Now()
+	})
+	defer stop()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != commands.ExitInterrupted {
+		t.Fatalf("exit %v, want 130\n%s", err, stderr.String())
+	}
+	if took := time.Since(<-sent); took > 3*time.Second {
+		t.Fatalf("took %s to stop after SIGTERM", took)
+	}
+	if errs := stderr.String(); !strings.Contains(errs, "interrupted by SIGTERM") || strings.Contains(errs, "context canceled") {
+		t.Fatalf("stderr: %s", errs)
+	}
+	if out := stdout.String(); !strings.Contains(out, "Stopped after") || !strings.Contains(out, "not done") || strings.Count(out, "context canceled") > 0 {
+		t.Fatalf("stdout must say what is left:\n%s", out)
+	}
+	if code, out, errs := lanes(t, base...); code != 0 || !strings.Contains(out, "lanes created") {
+		t.Fatalf("re-run: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestServerGoneMidApplyStopsWithinTimeout: the server stops while apply
+// creates 600 lanes two at a time, --timeout 2s: apply exits 14 within
+// about one timeout (not one per remaining lane) and says what is not done.
+func TestServerGoneMidApplyStopsWithinTimeout(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "600", "--timeout", "2s", "--concurrency", "2"}, seed...)
+	var stopped time.Time
+	stop := onAPI(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
+		stopped = time.Now()
+		srv.Stop()
+	})
+	c := runChild(t, "", "", 0, base...)
+	stop()
+	took := time.Since(stopped)
+	if c.code != commands.ExitTimeout && c.code != commands.ExitConnect {
+		t.Fatalf("exit %d, want 14 (or 10)\n%s\n%s", c.code, c.stdout, c.stderr)
+	}
+	if took > 8*time.Second {
+		t.Fatalf("took %s to stop with --timeout 2s", took)
+	}
+	if !strings.Contains(c.stderr, "not done") || !strings.Contains(c.stdout, "not done") || strings.Count(c.stderr, "\n") > 10 {
+		t.Fatalf("apply must say, briefly, what is not done:\n%s\n%s", c.stdout, c.stderr)
 	}
 }

@@ -361,7 +361,7 @@ func TestComputeGenerationStart(t *testing.T) {
 		a6 := plan(t, 6, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 		w := newWorld(t, a6).lanes(a6)
 		w.live.Stream.LastSeq = 900
-		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 4): GenerationRecord{Subjects: "x", RetiredSeq: 300}.String()}
+		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 4): GenerationRecord{Subjects: "x", RetiredSeq: 300, State: GenerationRetired}.String()}
 		if s := startOf(Compute(a4, w.live, Options{})); s != 301 {
 			t.Fatalf("start %d, want 301 (messages a server mapped to n4 early are not skipped)", s)
 		}
@@ -392,6 +392,29 @@ func TestComputeGenerationStart(t *testing.T) {
 			t.Fatalf("start %d", s)
 		}
 	})
+}
+
+// TestGenerationRecordStates: a use during which nothing was published
+// retires at its own start - 1; the record still says it is retired, and
+// a new use makes it active again (found by the chaos test: sequences
+// alone cannot tell).
+func TestGenerationRecordStates(t *testing.T) {
+	rec := GenerationRecord{}.merge(GenerationRecord{Subjects: "a.n8.*.*", StartSeq: 101, State: GenerationActive})
+	if !rec.Current() || rec.Retired() {
+		t.Fatalf("a new use: %+v", rec)
+	}
+	rec = rec.merge(GenerationRecord{RetiredSeq: 100, State: GenerationRetired})
+	if rec.Current() || !rec.Retired() || rec.StartSeq != 101 || rec.RetiredSeq != 100 {
+		t.Fatalf("retired with nothing published: %+v", rec)
+	}
+	rec = rec.merge(GenerationRecord{StartSeq: 101, State: GenerationActive}).merge(GenerationRecord{RetiredSeq: 90, State: GenerationRetired})
+	if !rec.Retired() || rec.RetiredSeq != 100 {
+		t.Fatalf("the retirement only moves forward: %+v", rec)
+	}
+	back := Generations(map[string]string{GenerationKey("orders", 8): rec.String(), "other": "x", "lanes.generation.bad": "{"})
+	if got := back["orders"][8]; got != rec {
+		t.Fatalf("round trip: %+v", back)
+	}
 }
 
 func TestSubjectCovers(t *testing.T) {

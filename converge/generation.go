@@ -41,15 +41,24 @@ type GenerationRecord struct {
 	// sequence was processed by its lanes before apply deleted them (0: never
 	// retired).
 	RetiredSeq uint64 `json:"retired_seq,omitempty"`
+	// State is "active" from the start of a use until its retirement, then
+	// "retired". (The sequences alone cannot tell: a use during which
+	// nothing was published retires at its own start - 1.)
+	State string `json:"state,omitempty"`
 }
 
-// Current reports whether the generation's latest use is still running:
-// it started after its last retirement.
-func (r GenerationRecord) Current() bool { return r.StartSeq > r.RetiredSeq }
+// Generation record states.
+const (
+	GenerationActive  = "active"
+	GenerationRetired = "retired"
+)
+
+// Current reports whether the generation's latest use is still running.
+func (r GenerationRecord) Current() bool { return r.State == GenerationActive }
 
 // Retired reports whether apply drained and deleted the generation's lanes
 // since it was last used.
-func (r GenerationRecord) Retired() bool { return r.RetiredSeq > 0 && !r.Current() }
+func (r GenerationRecord) Retired() bool { return r.State == GenerationRetired }
 
 // GenerationKey is the stream metadata key of a design's generation record.
 func GenerationKey(design string, partitions int) string {
@@ -84,14 +93,17 @@ func Generations(meta map[string]string) map[string]map[int]GenerationRecord {
 	return out
 }
 
-// merge folds an update into a record: subjects and start are replaced
-// when given, the retirement only moves forward.
+// merge folds an update into a record: subjects, start and state are
+// replaced when given, the retirement only moves forward.
 func (r GenerationRecord) merge(u GenerationRecord) GenerationRecord {
 	if u.Subjects != "" {
 		r.Subjects = u.Subjects
 	}
 	if u.StartSeq != 0 {
 		r.StartSeq = u.StartSeq
+	}
+	if u.State != "" {
+		r.State = u.State
 	}
 	r.RetiredSeq = max(r.RetiredSeq, u.RetiredSeq)
 	return r

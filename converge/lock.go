@@ -174,7 +174,9 @@ func AcquireLock(ctx context.Context, conn *connect.Conn, stream string, owner L
 			go l.renew()
 			return l, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !errors.Is(err, jetstream.ErrKeyExists) && !wrongLastSeq(err) {
+			// (Create of a deleted key that another apply created first
+			// answers wrong last sequence, not key exists.)
 			return nil, lockError(ctx, conn, err)
 		}
 		held, err := l.holder(ctx)
@@ -253,9 +255,7 @@ func (l *Lock) renew() {
 		}
 		expired := time.Since(l.renewed) >= l.ttl
 		l.mu.Unlock()
-		var ae *jetstream.APIError
-		taken := errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-		if err != nil && (taken || expired) {
+		if err != nil && (wrongLastSeq(err) || expired) {
 			if l.onLost != nil {
 				l.onLost(&LockLostError{Stream: l.stream, Err: err})
 			}
@@ -303,11 +303,17 @@ func (l *Lock) Release(ctx context.Context) error {
 	rev := l.rev
 	l.mu.Unlock()
 	err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
-	var ae *jetstream.APIError
-	if errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+	if wrongLastSeq(err) {
 		return nil // expired and taken by another apply: not ours to delete
 	}
 	return err
+}
+
+// wrongLastSeq: a write on the condition of a revision found another one
+// (10071; 10164 on a replicated bucket).
+func wrongLastSeq(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Owner is who holds this lock.

@@ -187,7 +187,7 @@ func (x *executor) retireOld(ctx context.Context, l *lanelist.Listing, processed
 		if _, done := edit.generations[key]; done {
 			continue
 		}
-		rec := GenerationRecord{RetiredSeq: processed}
+		rec := GenerationRecord{RetiredSeq: processed, State: GenerationRetired}
 		if layout, err := planner.ParseLayout(tag.Source, tag.Destination); err == nil {
 			rec.Subjects = layout.Pattern()
 		}

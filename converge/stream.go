@@ -99,11 +99,11 @@ func (d *Diff) recordGeneration(edit *streamEdit) {
 	}
 	n := d.plan.Design.Partitions
 	rec := d.generationRecord(n)
-	if rec.StartSeq == start && rec.Subjects == d.plan.Layout.Pattern() {
+	if rec.StartSeq == start && rec.Current() && rec.Subjects == d.plan.Layout.Pattern() {
 		return
 	}
 	key := GenerationKey(d.Design, n)
-	edit.generation(key, GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start})
+	edit.generation(key, GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start, State: GenerationActive})
 	change := FieldChange{Field: "metadata." + key, Old: orNull(nil), New: raw(rec.merge(edit.generations[key]).String())}
 	if d.live.Stream != nil && d.live.Stream.Metadata[key] != "" {
 		change.Old = raw(d.live.Stream.Metadata[key])
