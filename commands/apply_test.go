@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
 )
 
@@ -256,6 +258,10 @@ type applyDoc struct {
 	Reasons           []string `json:"reasons"`
 	NeedsConfirmation bool     `json:"needs_confirmation"`
 	Remaining         []string `json:"remaining"`
+	LockHolder        *struct {
+		PID    int    `json:"pid"`
+		Design string `json:"design"`
+	} `json:"lock_holder"`
 	Result            *struct {
 		Created int `json:"created"`
 	} `json:"result"`
@@ -295,6 +301,22 @@ func TestApplyJSONSaysWhyNothingHappened(t *testing.T) {
 	code, out, _ = lanes(t, append(base, "--ack-wait", "45s", "--dry-run")...)
 	if doc = decode(out); code != commands.ExitChanges || !doc.Pending || doc.Refused || !doc.NeedsConfirmation || doc.Status != "pending" {
 		t.Fatalf("dry run: exit %d %+v", code, doc)
+	}
+
+	conn, err := connect.Open(context.Background(), connect.Options{Server: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lock, err := converge.AcquireLock(context.Background(), conn, "ORDERS", converge.LockOwner{Host: "elsewhere", PID: 4242, Design: "orders", Command: "lanes apply"}, converge.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release(context.Background())
+	code, out, _ = lanes(t, append(base, "--ack-wait", "45s", "--yes")...)
+	doc = decode(out)
+	if code != commands.ExitRefused || !doc.Refused || !doc.Pending || doc.LockHolder == nil || doc.LockHolder.PID != 4242 || len(doc.Reasons) == 0 || !strings.Contains(doc.Reasons[0], "locked") {
+		t.Fatalf("another apply holds the lock: exit %d %+v", code, doc)
 	}
 }
 

@@ -283,7 +283,7 @@ func (e *chaosEnv) prompt(args []string, want int) {
 		}
 	}
 	answer, say := io.Pipe()
-	prompt := &lockedBuffer{}
+	prompt := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- commands.MainOnTerminal(context.Background(), append([]string{"lanes"}, operator...), answer, io.Discard, prompt)
@@ -316,23 +316,6 @@ func (e *chaosEnv) prompt(args []string, want int) {
 	}
 	e.note("operator confirmed; CI refused meanwhile")
 	e.rerun(args, want)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // onAPI calls fn (in its own goroutine) when the servers have seen the

@@ -263,7 +263,15 @@ func drained(ci *jetstream.ConsumerInfo) bool { return ci.NumPending == 0 && ci.
 
 // positionOf is where a lane restarts if recreated: right after its ack
 // floor, so nothing unacked is skipped; what was delivered but not acked
-// is delivered again.
+// is delivered again. Never before the lane's own start: in a cluster, a
+// consumer created at a start sequence reports ack floor 0 until its first
+// ack (a single server reports start - 1), and a lane recreated at 1 would
+// deliver every message its subjects ever held again.
 func positionOf(ci *jetstream.ConsumerInfo) *Position {
-	return &Position{StartSeq: ci.AckFloor.Stream + 1, InFlight: ci.NumAckPending}
+	start := ci.AckFloor.Stream + 1
+	if ci.Config.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		start = max(start, ci.Config.OptStartSeq)
+	}
+	start = max(start, laneStartSeq(ci.Config))
+	return &Position{StartSeq: start, InFlight: ci.NumAckPending}
 }

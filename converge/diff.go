@@ -162,7 +162,8 @@ type Position struct {
 	// Redelivered are the stream sequences of the lane's messages that were
 	// delivered after its ack floor, looked up on its filter when the lane
 	// was recreated: the new lane delivers them again (in flight, or acked
-	// out of order when max ack pending is above 1).
+	// out of order when max ack pending is above 1). Null when unknown: a
+	// recreate finished from its record.
 	Redelivered []uint64 `json:"redelivered"`
 	// RedeliveredMore: more were delivered than looked up (Redelivered
 	// holds the first ones).

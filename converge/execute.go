@@ -206,7 +206,7 @@ func (x *executor) applyStream(ctx context.Context) error {
 		}
 		x.res.StreamCreated = true
 	case ActionUpdate:
-		changed, err := x.updateStream(ctx, sc.edit)
+		_, changed, err := x.updateStream(ctx, sc.edit)
 		if err != nil {
 			return err
 		}
@@ -219,13 +219,8 @@ func (x *executor) applyStream(ctx context.Context) error {
 // edit applied: a stream update replaces the whole config, and starting
 // from an older read would revert what others changed since. Nothing is
 // sent when the edit is already in place. It returns the stream as it was
-// before the update.
-func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (bool, error) {
-	_, changed, err := x.editStream(ctx, edit)
-	return changed, err
-}
-
-func (x *executor) editStream(ctx context.Context, edit *streamEdit) (*streamInfo, bool, error) {
+// before, and whether it changed.
+func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*streamInfo, bool, error) {
 	var info streamInfo
 	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
 		return nil, false, fmt.Errorf("reading stream %s before updating it: %w", x.stream, err)

@@ -52,6 +52,11 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 		}
 	}
 	info, err := x.settled(ctx, l.Name)
+	if isAPIError(err, errCodeConsumerNotFound) {
+		// Gone meanwhile (an interrupted apply's delete landing late):
+		// the record says where it restarts.
+		return x.createFromRecord(ctx, l, ph, &Position{StartSeq: placeholderStart(ph)}, operatorPause)
+	}
 	if err != nil {
 		return err
 	}
@@ -76,13 +81,19 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 // finish completes a recreate that was interrupted after the lane was
 // deleted: the placeholder says where the lane restarts.
 func (x *executor) finish(ctx context.Context, l *LaneChange) error {
-	if err := x.createAt(ctx, l.Name, x.recreateBody(l, l.operatorPause(), l.Position.StartSeq)); err != nil {
+	return x.createFromRecord(ctx, l, l.placeholder, l.Position, l.operatorPause())
+}
+
+// createFromRecord creates a lane at the position its recreate record
+// holds, then deletes the record.
+func (x *executor) createFromRecord(ctx context.Context, l *LaneChange, ph *jetstream.ConsumerInfo, pos *Position, pause *time.Time) error {
+	if err := x.createAt(ctx, l.Name, x.recreateBody(l, pause, pos.StartSeq)); err != nil {
 		return err
 	}
-	if err := x.deleteConsumer(ctx, l.placeholder.Name); err != nil {
+	if err := x.deleteConsumer(ctx, ph.Name); err != nil {
 		return err
 	}
-	x.count(func(r *Result) { r.Recreated = append(r.Recreated, Recreated{Lane: l.Name, Position: *l.Position}) })
+	x.count(func(r *Result) { r.Recreated = append(r.Recreated, Recreated{Lane: l.Name, Position: *pos}) })
 	return nil
 }
 
@@ -108,8 +119,10 @@ func (x *executor) cleanUpRecreate(ctx context.Context, l *LaneChange) error {
 // message a redelivery of the recreated lane.
 const settleWait = 2 * time.Second
 
-// settled reads a paused lane once its message in flight is acked, or
-// nobody is pulling (no worker to ack it), or settleWait has passed.
+// settled reads a paused lane once the server reports it paused (in a
+// cluster the pause takes effect a moment after it is answered) and its
+// message in flight is acked, or nobody is pulling (no worker to ack it),
+// or settleWait has passed.
 func (x *executor) settled(ctx context.Context, name string) (*jetstream.ConsumerInfo, error) {
 	deadline := time.Now().Add(settleWait)
 	for {
@@ -117,7 +130,8 @@ func (x *executor) settled(ctx context.Context, name string) (*jetstream.Consume
 		if err := x.a.read(ctx, "CONSUMER.INFO."+x.stream+"."+name, nil, &info); err != nil {
 			return nil, fmt.Errorf("reading its position: %w", err)
 		}
-		if info.NumAckPending == 0 || info.NumWaiting == 0 || !time.Now().Before(deadline) {
+		quiet := info.Paused && (info.NumAckPending == 0 || info.NumWaiting == 0)
+		if quiet || !time.Now().Before(deadline) {
 			return &info, nil
 		}
 		select {

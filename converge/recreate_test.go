@@ -76,23 +76,7 @@ func seqOf(t testing.TB, m jetstream.Msg) uint64 {
 // laneWithProgress applies a 2-lane design, publishes 6 messages to lane
 // 0, acks two and leaves the third in flight.
 func laneWithProgress(t *testing.T) (*natstest.Server, *connect.Conn, jetstream.JetStream, *planner.Plan, []uint64) {
-	srv := natstest.Start(t)
-	c := open(t, srv.URL())
-	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, design(2))
-	apply(t, c, p, converge.Options{})
-	seqs := publishSeq(t, js, keysIn(p, 0, 3), 6)
-	lane := p.Consumers[0].Durable
-	for i := 0; i < 2; i++ {
-		m := next(t, js, p.Stream.Name, lane)
-		if err := m.DoubleAck(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := seqOf(t, next(t, js, p.Stream.Name, lane)); got != seqs[2] {
-		t.Fatalf("third delivery is seq %d, want %d", got, seqs[2])
-	}
-	return srv, c, js, p, seqs
+	return laneWithProgressOf(t, design(2))
 }
 
 // TestRecreateKeepsPosition: with --recreate, an immutable change deletes

@@ -63,7 +63,7 @@ func (x *executor) repartition(ctx context.Context) error {
 // (see replicatedSwitchRisk): the stream's last sequence is compared
 // before and after, and a warning says if it moved.
 func (x *executor) switchMapping(ctx context.Context) error {
-	before, _, err := x.editStream(ctx, &streamEdit{transform: x.d.plan.Stream.SubjectTransform})
+	before, _, err := x.updateStream(ctx, &streamEdit{transform: x.d.plan.Stream.SubjectTransform})
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (x *executor) retireOld(ctx context.Context, l *lanelist.Listing, processed
 		}
 		edit.generation(key, rec)
 	}
-	_, err := x.updateStream(ctx, edit)
+	_, _, err := x.updateStream(ctx, edit)
 	return err
 }
 

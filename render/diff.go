@@ -269,7 +269,7 @@ func positionText(p converge.Position, applied bool) string {
 		if p.RedeliveredMore {
 			t += " and more"
 		}
-	case applied:
+	case applied && p.Redelivered != nil:
 		t += ", nothing in flight"
 	case p.InFlight > 0:
 		t += fmt.Sprintf(", %d in flight (delivered again unless acked while the lane is paused)", p.InFlight)

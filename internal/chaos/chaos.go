@@ -163,7 +163,9 @@ func (c *Checker) Work() {
 }
 
 // work processes one lane until it is gone: one message at a time, acked
-// and confirmed before the next (the lane allows one out anyway).
+// and confirmed before the next (the lane allows one out anyway). Pulls go
+// to the lane by name, so one handle serves a lane deleted and created
+// again at once (a recreate).
 func (c *Checker) work(lane string) {
 	defer c.wg.Done()
 	defer func() {
@@ -171,30 +173,37 @@ func (c *Checker) work(lane string) {
 		delete(c.workers, lane)
 		c.mu.Unlock()
 	}()
+	var cons jetstream.Consumer
 	gone := 0
 	for c.ctx.Err() == nil && gone < 20 {
-		cons, err := c.js.Consumer(c.ctx, c.stream, lane)
-		if err != nil {
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				gone++
+		if cons == nil {
+			var err error
+			if cons, err = c.js.Consumer(c.ctx, c.stream, lane); err != nil {
+				if errors.Is(err, jetstream.ErrConsumerNotFound) {
+					gone++
+				}
+				time.Sleep(50 * time.Millisecond)
+				continue
 			}
-			time.Sleep(50 * time.Millisecond)
-			continue
 		}
-		gone = 0
 		b, err := cons.Fetch(1, jetstream.FetchMaxWait(300*time.Millisecond))
 		if err != nil {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
+		n := 0
 		for m := range b.Messages() {
+			n++
 			c.deliver(lane, m)
 			ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 			m.DoubleAck(ctx) // a lost ack makes the message come again: a repeat
 			cancel()
 		}
 		if err := b.Error(); errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons = nil // look again: gone for good, or created again
 			gone++
+		} else if n > 0 {
+			gone = 0
 		}
 	}
 }
