@@ -262,7 +262,7 @@ type applyDoc struct {
 		PID    int    `json:"pid"`
 		Design string `json:"design"`
 	} `json:"lock_holder"`
-	Result            *struct {
+	Result *struct {
 		Created int `json:"created"`
 	} `json:"result"`
 }
