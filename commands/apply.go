@@ -317,6 +317,9 @@ func outcomeStatus(opts ApplyOptions, o *applyOutcome) (status string, refused b
 	var ie *converge.IncompleteError
 	var se *converge.StoppedError
 	d := o.diff
+	if d == nil { // the lock refused, and the diff could not be read either
+		return "refused", true, []string{o.err.Error()}
+	}
 	switch {
 	case opts.DryRun && d.Refused():
 		return "refused", true, d.Refusals

@@ -179,6 +179,8 @@ func TestApplyUsage(t *testing.T) {
 		append([]string{"apply", "--concurrency", "0"}, seed...),
 		append([]string{"apply", "-o", "yaml"}, seed...),
 		append([]string{"apply", "extra"}, seed...),
+		append([]string{"apply", "--lock-ttl", "1500ms"}, seed...),
+		append([]string{"apply", "--lock-timeout", "-1s"}, seed...),
 		{"apply", "--partitions", "0", "--subject", "a.*", "--name", "x"},
 	} {
 		if code, _, errs := lanes(t, args...); code != commands.ExitUsage {
@@ -186,7 +188,7 @@ func TestApplyUsage(t *testing.T) {
 		}
 	}
 	code, out, _ := lanes(t, "apply", "--help")
-	if code != 0 || !strings.Contains(out, "--dry-run") || !strings.Contains(out, "Examples:") || !strings.Contains(out, "--recreate") {
+	if code != 0 || !strings.Contains(out, "--dry-run") || !strings.Contains(out, "Examples:") || !strings.Contains(out, "--recreate") || !strings.Contains(out, "--lock-timeout") {
 		t.Fatalf("help: exit %d\n%s", code, out)
 	}
 }
