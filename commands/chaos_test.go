@@ -535,7 +535,7 @@ func TestChaos(t *testing.T) {
 // publish rate, a new seed every iteration. It fails on any lost, replayed
 // or skipped message, like the test; the figures are per run:
 //
-//	go test ./commands -run '^$' -bench Chaos -benchtime 3x
+//	go test ./commands -run '^$' -bench Chaos -benchtime 5x
 func BenchmarkChaos(b *testing.B) {
 	isolate(b)
 	for _, c := range []struct {
