@@ -203,14 +203,16 @@ func TestSigtermMidApplySaysWhatIsLeft(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	sent := make(chan time.Time, 1)
+	var proc atomic.Pointer[os.Process] // set once started: creates come after
 	stop := onAPI(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
-		cmd.Process.Signal(syscall.SIGTERM)
+		proc.Load().Signal(syscall.SIGTERM)
 		sent <- time.Now()
 	})
 	defer stop()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	proc.Store(cmd.Process)
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != commands.ExitInterrupted {
