@@ -45,6 +45,10 @@ func NewStyles(w io.Writer) Styles {
 	}
 }
 
+// maxCell bounds untrusted text (keys, subjects, names, server messages) in
+// one table cell or line; planner.Printable escapes and cuts it.
+const maxCell = 200
+
 // PlainStyles never colour, whatever the writer: for golden tests and files.
 func PlainStyles() Styles { return NewStyles(io.Discard) }
 
