@@ -82,6 +82,8 @@ func interrupted(err error) bool {
 
 func connectCode(k connect.Kind) int {
 	switch k {
+	case connect.KindConfig:
+		return ExitUsage
 	case connect.KindConnect:
 		return ExitConnect
 	case connect.KindAuth:

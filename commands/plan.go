@@ -80,7 +80,7 @@ Examples:
 			}
 			opts := PlanOptions{IO: io, Plan: p, KeysPath: c.String("keys"), Key: c.String("key"),
 				Output: format, EmitDir: c.String("emit-dir"), Conn: connectOptions(c)}
-			if opts.Conn.Given() {
+			if opts.Conn.Named() { // the command line's --server or --context only
 				return runPlanDiff(c.Context, opts)
 			}
 			return runPlan(c.Context, opts)
