@@ -92,7 +92,7 @@ func connectCode(k connect.Kind) int {
 		return ExitPermission
 	case connect.KindNoJetStream:
 		return ExitNoJetStream
-	case connect.KindTimeout:
+	case connect.KindTimeout, connect.KindUnavailable:
 		return ExitTimeout
 	}
 	return ExitError

@@ -71,6 +71,7 @@ const (
 	KindPermission
 	KindNoJetStream
 	KindTimeout
+	KindUnavailable // JetStream answered that it cannot serve: no leader
 )
 
 // Error is a connection failure described in one sentence, secrets removed.
@@ -223,6 +224,27 @@ func (c *Conn) CheckJetStream(ctx context.Context) error {
 	return c.Classify(ctx, err)
 }
 
+// Diagnose looks for the reason behind a request that timed out: when
+// JetStream itself says it cannot answer (a cluster without a leader), that
+// is the error to show. Anything else is returned as it was.
+func (c *Conn) Diagnose(ctx context.Context, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindTimeout || ctx.Err() != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, min(c.Timeout, time.Second))
+	defer cancel()
+	_, aerr := c.JS.AccountInfo(dctx)
+	if u := Unavailable(c.Server, aerr); u != nil {
+		return u
+	}
+	if errors.Is(aerr, context.DeadlineExceeded) && ctx.Err() == nil {
+		return &Error{Kind: KindTimeout, Err: err, Msg: fmt.Sprintf(
+			"no answer from %s within %s, not even to an account request: JetStream may have lost its leader (most of a cluster's nodes down or cut off) or be overloaded; check with nats server report jetstream", c.Server, c.Timeout)}
+	}
+	return err
+}
+
 // Ctx returns a context with the request deadline.
 func (c *Conn) Ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, c.Timeout)
@@ -273,6 +295,9 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 	if cause := context.Cause(ctx); cause != nil && errors.As(cause, &e) {
 		return e
 	}
+	if u := Unavailable(c.Server, err); u != nil {
+		return u
+	}
 	switch {
 	case errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation"):
 		return &Error{Kind: KindPermission, Err: err, Msg: fmt.Sprintf("permission denied on %s: %s", c.Server, permissionDetail(err))}
@@ -283,6 +308,18 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 		return &Error{Kind: KindConnect, Err: err, Msg: fmt.Sprintf("lost the connection to %s: check the server and the network", c.Server)}
 	}
 	return &Error{Kind: KindOther, Err: err, Msg: err.Error()}
+}
+
+// Unavailable says in words that JetStream answered 503 (no meta leader:
+// most of a cluster's nodes are down or cut off), or returns nil for any
+// other error. description may come from elsewhere (a raw API answer).
+func Unavailable(server string, err error) *Error {
+	var ae *jetstream.APIError
+	if !errors.As(err, &ae) || ae.Code != 503 {
+		return nil
+	}
+	return &Error{Kind: KindUnavailable, Err: err, Msg: fmt.Sprintf(
+		"JetStream on %s cannot answer: the cluster has no leader (most of its nodes are down or cut off from each other); check the cluster with nats server report jetstream", server)}
 }
 
 func classifyConnect(err error, server string) error {

@@ -395,6 +395,18 @@ func Fields() []string {
 	return f
 }
 
+// CheckStreamName says why s cannot name a stream, or returns nil: the
+// server's rule, checked before any request.
+func CheckStreamName(s string) error {
+	switch {
+	case !validName(s):
+		return fmt.Errorf("not a valid stream name: no spaces, '.', '*', '>', '/' or '\\'")
+	case len(s) > maxNameLen:
+		return fmt.Errorf("not a valid stream name: longer than %d characters", maxNameLen)
+	}
+	return nil
+}
+
 // validName follows the server's rule for stream and consumer names.
 func validName(s string) bool {
 	return s != "" && !strings.ContainsAny(s, " \t\r\n\f.*>/\\")
