@@ -38,6 +38,11 @@ func simulationKeys(ctx context.Context, o SimulateOptions) (workload.Keys, stri
 	if spec == "" {
 		spec = defaultKeys
 	}
+	if n := workload.KeyCount(spec); n <= planner.MaxSimKeys {
+		if err := o.checkSize(n); err != nil {
+			return workload.Keys{}, "", err
+		}
+	}
 	k, err := workload.ParseKeys(spec, subject)
 	if err != nil {
 		return k, "", withCode(ExitUsage, err)
@@ -73,6 +78,7 @@ func fileKeys(ctx context.Context, o SimulateOptions, path string) (workload.Key
 	defer src.Close()
 	a := planner.NewAssigner(o.Plan)
 	var k workload.Keys
+	limit := workload.KeysWithin(o.Messages, o.workers())
 	err = src.Lines(ctx, func(n int, line []byte) error {
 		parsed, ok, err := a.Place(n, line)
 		if err != nil {
@@ -82,8 +88,9 @@ func fileKeys(ctx context.Context, o SimulateOptions, path string) (workload.Key
 			return nil
 		}
 		k.Add(string(parsed.Key), string(parsed.Subject), float64(parsed.Count))
-		if len(k.Names) > planner.MaxSimKeys {
-			return usageErrorf("%s%s: more than %d distinct keys: a simulation takes at most %d (use a sample)", flag, src.Name(), planner.MaxSimKeys, planner.MaxSimKeys)
+		if len(k.Names) > limit {
+			return usageErrorf("%s%s: more than %d distinct keys: with --messages %d and %d workers a simulation takes at most %d keys (use a sample)",
+				flag, src.Name(), limit, o.Messages, o.workers(), limit)
 		}
 		return nil
 	})
@@ -128,6 +135,10 @@ func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[
 	s, err := conn.JS.Stream(rctx, stream)
 	if err != nil {
 		return nil, fail(err)
+	}
+	// The same cap as inspect's placement check: one page of the subject list.
+	if n := s.CachedInfo().State.NumSubjects; n > planner.MaxSubjects {
+		return nil, usageErrorf("--from-stream %q has %d subjects; simulate reads at most %d: use --keys file: with a sample (nats stream subjects %s)", stream, n, planner.MaxSubjects, stream)
 	}
 	info, err := s.Info(rctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {

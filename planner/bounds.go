@@ -15,11 +15,11 @@ const (
 	MaxSubjects = 100_000
 
 	// Simulation sizes, refused before anything is allocated.
-	MaxSimMessages = 20_000_000
+	MaxSimMessages = 10_000_000
 	MaxSimKeys     = 1_000_000
-	MaxSimWorkers  = 65_536 // partitions x workers per lane
+	MaxSimWorkers  = MaxPartitions // partitions x workers per lane
 	// MaxSimMemory bounds the estimated memory of one simulation.
-	MaxSimMemory = 4 << 30
+	MaxSimMemory = 3 << 30
 	// MaxLiveConnections bounds the connections a live simulation opens for
 	// its workers; beyond it workers share connections.
 	MaxLiveConnections = 64
