@@ -532,3 +532,27 @@ func TestInspectBadValues(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectTerminalSafety: names and subjects from the server are shown
+// escaped in the table: a consumer named with an escape sequence cannot
+// drive the terminal.
+func TestInspectTerminalSafety(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := natstest.Plan(t, "safe", 2)
+	natstest.CreateLanes(t, js, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, p.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := "audit\x1b[2J\x1b]0;x\x07"
+	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: evil, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Skipf("the server refuses the name: %v", err)
+	}
+	code, out, errs := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name)
+	if code != 0 || strings.ContainsAny(out+errs, "\x1b\x07") || !strings.Contains(out, `audit\x1b[2J`) {
+		t.Fatalf("exit %d; the name must appear escaped:\n%q", code, out)
+	}
+}

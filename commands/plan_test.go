@@ -349,3 +349,21 @@ func TestPlanEmptyValues(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalSafety: escape sequences in keys reach neither the table nor
+// an error line raw.
+func TestTerminalSafety(t *testing.T) {
+	esc := "\x1b[2J\x1b]0;pwned\x07"
+	stdout, stderr, code := run(t, "alice"+esc+"\nbob\n", "plan", "-f", seedFile, "--keys", "-")
+	if code != 0 || strings.ContainsAny(stdout+stderr, "\x1b\x07") || !strings.Contains(stdout, `alice\x1b[2J`) {
+		t.Fatalf("exit %d, the key must be shown escaped:\n%q", code, stdout)
+	}
+	stdout, stderr, code = run(t, "x."+esc+".y\n", "plan", "-f", seedFile, "--keys", "-")
+	if code != ExitUsage || strings.ContainsAny(stdout+stderr, "\x1b\x07") || !strings.Contains(stderr, `\x1b[2J`) {
+		t.Fatalf("exit %d, the bad line must be quoted escaped: %q", code, stderr)
+	}
+	_, stderr, code = run(t, "", "plan", "-f", "no-such-"+esc+".yaml")
+	if code != ExitUsage || strings.ContainsAny(stderr, "\x1b\x07") {
+		t.Fatalf("exit %d, a file name is escaped in the error: %q", code, stderr)
+	}
+}

@@ -464,7 +464,9 @@ func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.W
 		info.AckWait = "backoff " + strings.Join(steps, ",")
 	}
 	if n := len(w.Spec.Keys.Names); n <= 5 {
-		info.KeySample = w.Spec.Keys.Names
+		for _, k := range w.Spec.Keys.Names { // from a file or a stream: escaped for the terminal
+			info.KeySample = append(info.KeySample, planner.Printable(k, 80))
+		}
 	}
 	return info
 }
