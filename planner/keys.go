@@ -69,6 +69,9 @@ func (a *Assigner) Place(lineNo int, line []byte) (Parsed, bool, error) {
 	if i := indexSpace(line); i >= 0 {
 		subject = line[:i]
 		n, err := strconv.ParseInt(string(bytes.TrimSpace(line[i+1:])), 10, 64)
+		if err == nil && n > MaxKeyCount {
+			return Parsed{}, false, lineError(lineNo, line, fmt.Sprintf("has a message count above %d", int64(MaxKeyCount)))
+		}
 		if err != nil || n < 0 {
 			return Parsed{}, false, lineError(lineNo, line, "has text after the subject that is not a message count")
 		}
