@@ -367,3 +367,15 @@ func TestTerminalSafety(t *testing.T) {
 		t.Fatalf("exit %d, a file name is escaped in the error: %q", code, stderr)
 	}
 }
+
+// TestPlanLongLine: a keys line over 1 MiB is refused naming the line, with
+// a short message (no "bufio.Scanner: token too long", no 1 MiB echo).
+func TestPlanLongLine(t *testing.T) {
+	stdin := "alice\n" + strings.Repeat("k", 2<<20) + "\nbob\n"
+	for _, format := range []string{"table", "json"} {
+		stdout, stderr, code := run(t, stdin, "plan", "-f", seedFile, "--keys", "-", "-o", format)
+		if code != ExitUsage || stdout != "" || !strings.Contains(stderr, "--keys stdin: line 2 is longer than 1 MiB") || len(stderr) > 300 {
+			t.Fatalf("-o %s: exit %d, %d bytes of stderr: %.300q", format, code, len(stderr), stderr)
+		}
+	}
+}
