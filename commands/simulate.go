@@ -14,6 +14,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/model"
@@ -138,6 +139,9 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	}
 	if err := notEmpty(c, "keys", "from-stream", "strategy", "sweep", "plot", "process-time"); err != nil {
 		return SimulateOptions{}, err
+	}
+	if c.String("keys") == "file:"+input.Stdin && c.String("file") == input.Stdin {
+		return SimulateOptions{}, usageErrorf("-f - and --keys file:- both read stdin: give one of them a file")
 	}
 	o := SimulateOptions{IO: io, Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
 		Rate: c.Float64("rate"), Workers: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),

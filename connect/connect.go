@@ -310,13 +310,17 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 	return &Error{Kind: KindOther, Err: err, Msg: err.Error()}
 }
 
+// errCodeClusterNotAvailable is the server's "JetStream system temporarily
+// unavailable" (503): the cluster has no meta leader.
+const errCodeClusterNotAvailable = 10008
+
 // Unavailable says in words that JetStream answered 503 (no meta leader:
 // most of a cluster's nodes are down or cut off), or returns nil for any
 // other error. description may come from elsewhere (a raw API answer).
 func Unavailable(server string, err error) *Error {
 	var ae *jetstream.APIError
-	if !errors.As(err, &ae) || ae.Code != 503 {
-		return nil
+	if !errors.As(err, &ae) || ae.ErrorCode != errCodeClusterNotAvailable {
+		return nil // other 503s, such as JetStream not enabled, say their own thing
 	}
 	return &Error{Kind: KindUnavailable, Err: err, Msg: fmt.Sprintf(
 		"JetStream on %s cannot answer: the cluster has no leader (most of its nodes are down or cut off from each other); check the cluster with nats server report jetstream", server)}

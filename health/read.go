@@ -121,7 +121,7 @@ func (rd *reader) classify(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %s (check --stream and the account)", ErrStreamNotFound, planner.Printable(rd.o.Stream, 255))
 	}
 	if errors.As(err, &ae) {
-		if ae.Code == 503 {
+		if ae.Code == 503 && ae.ErrCode == 10008 { // no meta leader
 			return connect.Unavailable(rd.c.Server, &jetstream.APIError{Code: ae.Code, ErrorCode: jetstream.ErrorCode(ae.ErrCode), Description: ae.Description})
 		}
 		return fmt.Errorf("the server refused to list the consumers of %s: %s (err_code %d)", rd.o.Stream, planner.Printable(ae.Description, 200), ae.ErrCode)
@@ -163,6 +163,8 @@ func (rd *reader) list(ctx context.Context) (*lanelist.Listing, error) {
 // flight, within what is left of the deadline. A consumer whose leader does
 // not answer is missing; one whose leader answers with an error is offline.
 func (rd *reader) listByName(ctx context.Context) (*lanelist.Listing, error) {
+	ctx, release := rd.c.Guard(ctx) // a permissions violation fails at once
+	defer release()
 	names, err := rd.consumerNames(ctx)
 	if err != nil {
 		return nil, err
@@ -182,6 +184,10 @@ func (rd *reader) listByName(ctx context.Context) (*lanelist.Listing, error) {
 		}()
 	}
 	wg.Wait()
+	var denied *connect.Error
+	if errors.As(context.Cause(ctx), &denied) {
+		return nil, denied
+	}
 	for i, name := range names {
 		switch {
 		case infos[i] != nil:
