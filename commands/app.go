@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // Main runs lanes with args (args[0] is the program name) and returns the
@@ -34,14 +36,25 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		err = unknownCommand(app, unknown)
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(interruptedMessage(ctx, err)))
+		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(interruptedMessage(ctx, err))))
 		return ExitInterrupted
 	}
 	code := exitCode(err)
 	if err != nil && !isSilent(err) {
-		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(err.Error()))
+		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(err.Error())))
 	}
 	return code
+}
+
+// printableLines escapes what an error quotes from inputs or servers
+// (control characters, escape sequences) line by line: no error line can
+// drive the terminal.
+func printableLines(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, l := range lines {
+		lines[i] = planner.Printable(l, 4096)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func isSilent(err error) bool {
