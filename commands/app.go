@@ -11,14 +11,9 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/lanes-dev/lanes/planner"
 )
-
-var buildInfo = struct{ version, commit, date string }{"dev", "none", "unknown"}
-
-// SetVersion records what the release build injected into main.
-func SetVersion(version, commit, date string) {
-	buildInfo.version, buildInfo.commit, buildInfo.date = version, commit, date
-}
 
 // Main runs lanes with args (args[0] is the program name) and returns the
 // exit code. It never calls os.Exit, so tests run it in-process.
@@ -38,17 +33,28 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, joinWatchInterval(args))
 	if unknown != "" {
-		err = usageErrorf("unknown command %q: lanes has plan, apply, inspect and simulate (see lanes --help)", unknown)
+		err = unknownCommand(app, unknown)
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(interruptedMessage(ctx, err)))
+		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(interruptedMessage(ctx, err))))
 		return ExitInterrupted
 	}
 	code := exitCode(err)
 	if err != nil && !isSilent(err) {
-		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(err.Error()))
+		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(err.Error())))
 	}
 	return code
+}
+
+// printableLines escapes what an error quotes from inputs or servers
+// (control characters, escape sequences) line by line: no error line can
+// drive the terminal.
+func printableLines(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, l := range lines {
+		lines[i] = planner.Printable(l, 4096)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func isSilent(err error) bool {
@@ -57,13 +63,11 @@ func isSilent(err error) bool {
 }
 
 func newApp(io *IO) *cli.App {
-	cli.VersionPrinter = func(c *cli.Context) {
-		fmt.Fprintf(c.App.Writer, "lanes %s (commit %s, built %s)\n", buildInfo.version, buildInfo.commit, buildInfo.date)
-	}
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 	return &cli.App{
 		Name:    "lanes",
 		Usage:   "ordered consumers (keyed lanes) on NATS JetStream",
-		Version: buildInfo.version,
+		Version: currentVersion().version,
 		Description: `Per-key order with many workers: each key is mapped to a partition with the
 server's partition() subject mapping, and every partition gets its own serial
 lane (a durable pull consumer with MaxAckPending=1). Lanes run in parallel;
@@ -78,25 +82,43 @@ Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		Reader:               io.In,
 		Writer:               io.Out,
 		ErrWriter:            io.Err,
-		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageErrorf("%v (see lanes --help)", err)
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError(err, c.App.Flags, "lanes --help")
 		},
 		Commands: []*cli.Command{
 			planCommand(io),
 			applyCommand(io),
 			inspectCommand(io),
 			simulateCommand(io),
+			versionCommand(io),
+			completionCommand(io),
+			manCommand(io),
+			hiddenCompleteCommand(io),
 		},
 	}
+}
+
+// unknownCommand names the commands there are, and the likely one.
+func unknownCommand(app *cli.App, name string) error {
+	var names []string
+	for _, c := range app.Commands {
+		if !c.Hidden {
+			names = append(names, c.Name)
+		}
+	}
+	hint := ""
+	if s := closestName(names, name); s != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return usageErrorf("unknown command %q%s: lanes has %s; see lanes --help", name, hint, strings.Join(names, ", "))
 }
 
 // withUsageErrors makes a subcommand's flag errors exit 2, like the app's.
 func withUsageErrors(cmd *cli.Command) *cli.Command {
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return usageErrorf("%v (see lanes %s --help)", err, cmd.Name)
+		return usageError(err, cmd.Flags, "lanes "+cmd.Name+" --help")
 	}
 	return cmd
 }

@@ -238,14 +238,14 @@ func (e *chaosEnv) step(mode string, args []string, want int, killParts []string
 			both = append(append([]string(nil), args...), "--lock-timeout", "2m")
 		}
 		var wg sync.WaitGroup
-		var a, b child
+		var a, b ran
 		wg.Add(2)
 		go func() { defer wg.Done(); a = runChild(e.t, e.urls, "", 0, both...) }()
 		go func() { defer wg.Done(); b = runChild(e.t, e.urls, "", 0, both...) }()
 		wg.Wait()
 		e.stats.Applies += 2
 		e.note("two at once -> exit %d and %d", a.code, b.code)
-		for _, c := range []child{a, b} {
+		for _, c := range []ran{a, b} {
 			switch {
 			case c.code == want:
 			case mode == "two-refuse" && c.code == commands.ExitRefused && strings.Contains(c.stderr, "is locked by another apply"):
@@ -386,7 +386,7 @@ func (e *chaosEnv) recreate(mode string) {
 	}
 	e.stats.Kills++
 	e.note("killed -9 at %s #%d", part, n)
-	var plain child
+	var plain ran
 	for attempt := 0; attempt < 6; attempt++ {
 		e.stats.Applies++
 		if plain = runChild(e.t, e.urls, "", 0, e.args(e.n)...); !transient(plain.code) {

@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
@@ -231,7 +233,7 @@ func TestConnectContext(t *testing.T) {
 	check(0, applyArgs("--context", "prod")...)
 	check(commands.ExitAuth, applyArgs("--context", "broken")...)
 	check(0, applyArgs("--context", "broken", "--password", "ctx-pw-SECRET")...) // flags override the context
-	check(commands.ExitConnect, applyArgs("--context", "missing")...)
+	check(commands.ExitUsage, applyArgs("--context", "missing")...)
 	if err := os.WriteFile(filepath.Join(home, "nats", "context.txt"), []byte("prod\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -266,4 +268,252 @@ func TestConnectJSDomain(t *testing.T) {
 	}
 	code, out, errs = lanes(t, applyArgs("--server", srv.URL(), "--js-domain", "nowhere", "--timeout", "1s")...)
 	expect(t, code, out, errs, commands.ExitNoJetStream, "domain \"nowhere\"")
+}
+
+// writeContext writes a natscli context file under $XDG_CONFIG_HOME.
+func writeContext(t *testing.T, name, body string) {
+	t.Helper()
+	dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "nats", "context")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConnectConfigErrors: a wrong setting is a configuration error (exit
+// 2) naming the flag or context field, found before connecting.
+func TestConnectConfigErrors(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	f := natstest.GenerateTLS(t)
+	missing := filepath.Join(t.TempDir(), "nope")
+	writeContext(t, "garbled", `{"url": "`+srv.URL()+`", `)
+	writeContext(t, "socks", `{"url": "`+srv.URL()+`", "socks_proxy": "socks5://proxy:1080"}`)
+	writeContext(t, "badcreds", `{"url": "`+srv.URL()+`", "creds": "`+missing+`"}`)
+	writeContext(t, "badkey", `{"url": "`+srv.URL()+`", "cert": "`+f.ClientCert+`"}`)
+	writeContext(t, "wrongtype", `{"url": 42}`)
+	writeContext(t, "domainprefix", `{"url": "`+srv.URL()+`", "jetstream_domain": "hub", "jetstream_api_prefix": "$JS.hub.API"}`)
+	writeContext(t, "nsc", `{"nsc": "nsc://op/acc/user"}`)
+	s := []string{"--server", srv.URL()}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(s, "--creds", missing), "--creds " + missing + ": cannot read the file: no such file"},
+		{append(s, "--creds", writeFile(t, "x.creds", "not creds")), "not a NATS credentials file"},
+		{append(s, "--nkey", missing), "--nkey " + missing + ": cannot read the file"},
+		{append(s, "--tlscert", f.ClientCert), "--tlscert is set but --tlskey is not"},
+		{append(s, "--tlskey", f.ClientKey), "--tlskey is set but --tlscert is not"},
+		{append(s, "--tlscert", missing, "--tlskey", f.ClientKey), "--tlscert " + missing + ": cannot read the file: no such file"},
+		{append(s, "--tlscert", f.ClientCert, "--tlskey", f.CA), "not a certificate and its private key"},
+		{append(s, "--tlsca", missing), "--tlsca " + missing},
+		{append(s, "--tlsca", writeFile(t, "ca.pem", "nothing")), "no PEM certificate"},
+		{[]string{"--context", "missing"}, `NATS context "missing" not found`},
+		{[]string{"--context", "../etc"}, "not valid"},
+		{[]string{"--context", "garbled"}, "not valid JSON"},
+		{[]string{"--context", "wrongtype"}, `field "url" has the wrong type`},
+		{[]string{"--context", "socks"}, `NATS context "socks" field "socks_proxy" is set`},
+		{[]string{"--context", "badcreds"}, `context "badcreds" field "creds" ` + missing},
+		{[]string{"--context", "badkey"}, `context "badkey" field "cert" is set but field "key" is not`},
+		{[]string{"--context", "domainprefix"}, "a JetStream domain and an API prefix"},
+		{[]string{"--context", "nsc"}, `field "nsc" (nsc://op/acc/user): no credentials at`},
+		{append(s, "--timeout", "0s"), "--timeout 0s: must be a positive duration"},
+		{append(s, "--timeout", "-1s"), "--timeout -1s: must be a positive duration"},
+	} {
+		for _, cmd := range [][]string{{"inspect", "--stream", "ORDERS"}, {"apply", "--dry-run", "-f", "../examples/seed/lanes.yaml"}} {
+			code, out, errs := lanes(t, append(cmd, tc.args...)...)
+			if code != commands.ExitUsage || !strings.Contains(errs, tc.want) || out != "" {
+				t.Errorf("lanes %s %v: exit %d, stderr %q; want exit 2 and %q", cmd[0], tc.args, code, errs, tc.want)
+			}
+		}
+	}
+}
+
+// TestContextFields: natscli context fields lanes honours, each shown to
+// work against a server that needs it.
+func TestContextFields(t *testing.T) {
+	cleanEnv(t)
+	t.Run("user_jwt", func(t *testing.T) {
+		op := natstest.NewOperator(t)
+		srv := natstest.Start(t, op.Configure)
+		seedFile := writeFile(t, "user.nk", op.UserSeed)
+		writeContext(t, "jwtseed", `{"url": "`+srv.URL()+`", "user_jwt": "`+op.UserJWT+`", "user_seed": "`+op.UserSeed+`"}`)
+		writeContext(t, "jwtnkey", `{"url": "`+srv.URL()+`", "user_jwt": "`+op.UserJWT+`", "nkey": "`+seedFile+`"}`)
+		for _, name := range []string{"jwtseed", "jwtnkey"} {
+			code, out, errs := lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", name)
+			expect(t, code, out, errs, commands.ExitChanges, "")
+			noSecrets(t, []string{out, errs}, op.UserSeed, op.UserJWT)
+		}
+	})
+	t.Run("inbox_prefix", func(t *testing.T) {
+		// This user may only receive replies under _PRIV: the default
+		// _INBOX fails, the context's inbox prefix works.
+		u := natstest.User{Name: "priv", Password: "priv-pw", Publish: []string{"$JS.API.>"}, Subscribe: []string{"_PRIV.>"}}
+		srv := natstest.Start(t, natstest.WithUsers(u))
+		writeContext(t, "priv", `{"url": "`+srv.URL()+`", "user": "priv", "password": "priv-pw", "inbox_prefix": "_PRIV"}`)
+		writeContext(t, "noprefix", `{"url": "`+srv.URL()+`", "user": "priv", "password": "priv-pw"}`)
+		code, out, errs := lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", "priv")
+		expect(t, code, out, errs, commands.ExitChanges, "")
+		code, out, errs = lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", "noprefix", "--timeout", "1s")
+		if code == commands.ExitChanges {
+			t.Fatalf("without the prefix the replies cannot arrive, yet it worked: %s", errs)
+		}
+	})
+	t.Run("jetstream_api_prefix", func(t *testing.T) {
+		srv := natstest.Start(t, func(o *server.Options) { o.JetStreamDomain = "hub" })
+		writeContext(t, "hub", `{"url": "`+srv.URL()+`", "jetstream_api_prefix": "$JS.hub.API"}`)
+		code, out, errs := lanes(t, applyArgs("--context", "hub")...)
+		expect(t, code, out, errs, 0, "")
+		code, out, errs = lanes(t, "inspect", "--stream", "ORDERS", "--context", "hub", "-o", "json")
+		expect(t, code, out, errs, 0, "")
+	})
+	t.Run("nsc", func(t *testing.T) {
+		op := natstest.NewOperator(t)
+		srv := natstest.Start(t, op.Configure)
+		keys := t.TempDir()
+		t.Setenv("NKEYS_PATH", keys)
+		creds, _ := os.ReadFile(op.CredsFile)
+		dir := filepath.Join(keys, "creds", "op", "acc")
+		os.MkdirAll(dir, 0o700)
+		os.WriteFile(filepath.Join(dir, "app.creds"), creds, 0o600)
+		writeContext(t, "nsc", `{"url": "`+srv.URL()+`", "nsc": "nsc://op/acc/app"}`)
+		code, out, errs := lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", "nsc")
+		expect(t, code, out, errs, commands.ExitChanges, "")
+		noSecrets(t, []string{out, errs}, op.UserSeed, op.UserJWT)
+	})
+}
+
+// TestSelectedContextEverywhere: natscli's selected context is used by
+// every command that connects when it can (simulate too); plan still
+// connects only with --server or --context on its command line.
+func TestSelectedContextEverywhere(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	writeContext(t, "sel", `{"url": "`+srv.URL()+`"}`)
+	os.WriteFile(filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "nats", "context.txt"), []byte("sel\n"), 0o600)
+	code, out, errs := lanes(t, applyArgs()...)
+	expect(t, code, out, errs, 0, "")
+	nc, _ := natstest.Connect(t, srv.URL())
+	for i := 0; i < 20; i++ {
+		nc.Publish(fmt.Sprintf("msgs.received_from.user%d", i), nil)
+	}
+	nc.Flush()
+	code, out, errs = lanes(t, "simulate", "-f", "../examples/seed/lanes.yaml", "--from-stream", "ORDERS", "--messages", "50", "-o", "json")
+	expect(t, code, out, errs, 0, "")
+	if !strings.Contains(out, `"keys_from": "stream ORDERS"`) {
+		t.Fatalf("simulate did not read the stream through the selected context: %s", out)
+	}
+	code, out, errs = lanes(t, "plan", "-f", "../examples/seed/lanes.yaml")
+	expect(t, code, out, errs, 0, "")
+	if strings.Contains(out, "Nothing to do") || strings.Contains(out, "unchanged") {
+		t.Fatalf("plan connected without --server/--context: %s", out)
+	}
+}
+
+// TestSecretsNeverShown runs every command that connects with every kind
+// of credential, wrong in several ways, and looks for each secret in
+// stdout and stderr: passwords, tokens, nkey seeds (inline, in NATS_NKEY,
+// in files, in contexts), credentials files, user JWTs and TLS keys.
+func TestSecretsNeverShown(t *testing.T) {
+	cleanEnv(t)
+	_, trusted := natstest.NKeyUser(t)
+	srv := natstest.Start(t, natstest.WithUsers(natstest.User{Name: "alice", Password: "right-pw-S3CRET"}), trusted)
+	url := srv.URL()
+	other := natstest.NewOperator(t) // valid credentials this server does not trust
+	otherCreds, _ := os.ReadFile(other.CredsFile)
+	strangerSeed := func() string {
+		kp, _ := nkeys.CreateUser()
+		s, _ := kp.Seed()
+		return string(s)
+	}
+	seedInline, seedEnv, seedInFile, seedCtx, seedBroken := strangerSeed(), strangerSeed(), strangerSeed(), strangerSeed(), strangerSeed()
+	seedBroken = seedBroken[:len(seedBroken)-4] + "AAAA" // fails its checksum
+	f := natstest.GenerateTLS(t)
+	keyPEM, _ := os.ReadFile(f.ClientKey)
+	secrets := []string{"wrong-pw-S3CRET", "env-pw-S3CRET", "url-pw-S3CRET", "ctx-pw-S3CRET", "right-pw-S3CRET",
+		"tok-flag-S3CRET", "tok-env-S3CRET", "tok-url-S3CRET", "tok-ctx-S3CRET",
+		seedInline, seedEnv, seedInFile, seedCtx, seedBroken, seedBroken[:20], seedInline[:20],
+		"garbage-seed-file-S3CRET", "garbage-creds-S3CRET", other.UserSeed, other.UserJWT, string(otherCreds),
+		"ctx-jwt-S3CRET", string(keyPEM), "garbage-key-S3CRET"}
+	writeContext(t, "pw", `{"url": "`+url+`", "user": "alice", "password": "ctx-pw-S3CRET"}`)
+	writeContext(t, "tok", `{"url": "`+url+`", "token": "tok-ctx-S3CRET"}`)
+	writeContext(t, "seed", `{"url": "`+url+`", "nkey": "`+seedCtx+`"}`)
+	writeContext(t, "creds", `{"url": "`+url+`", "creds": "`+other.CredsFile+`"}`)
+	writeContext(t, "jwt", `{"url": "`+url+`", "user_jwt": "ctx-jwt-S3CRET", "user_seed": "`+seedCtx+`"}`)
+	writeContext(t, "jwtother", `{"url": "`+url+`", "user_jwt": "`+other.UserJWT+`", "user_seed": "`+other.UserSeed+`"}`)
+	userURL := strings.Replace(url, "nats://", "nats://alice:url-pw-S3CRET@", 1)
+	tokenURL := strings.Replace(url, "nats://", "nats://tok-url-S3CRET@", 1)
+	type credCase struct {
+		name string
+		env  map[string]string
+		args []string
+	}
+	cases := []credCase{
+		{"password flag", nil, []string{"-s", url, "--user", "alice", "--password", "wrong-pw-S3CRET"}},
+		{"password env", map[string]string{"NATS_PASSWORD": "env-pw-S3CRET"}, []string{"-s", url, "--user", "alice"}},
+		{"password in URL", nil, []string{"-s", userURL}},
+		{"password in context", nil, []string{"--context", "pw"}},
+		{"token flag", nil, []string{"-s", url, "--token", "tok-flag-S3CRET"}},
+		{"token env", map[string]string{"NATS_TOKEN": "tok-env-S3CRET"}, []string{"-s", url}},
+		{"token in URL", nil, []string{"-s", tokenURL}},
+		{"token in context", nil, []string{"--context", "tok"}},
+		{"nkey seed inline", nil, []string{"-s", url, "--nkey", seedInline}},
+		{"nkey seed broken", nil, []string{"-s", url, "--nkey", seedBroken}},
+		{"nkey seed prefix", nil, []string{"-s", url, "--nkey", seedInline[:20]}},
+		{"nkey seed env", map[string]string{"NATS_NKEY": seedEnv}, []string{"-s", url}},
+		{"nkey seed file", nil, []string{"-s", url, "--nkey", writeFile(t, "u.nk", seedInFile)}},
+		{"nkey garbage file", nil, []string{"-s", url, "--nkey", writeFile(t, "g.nk", "garbage-seed-file-S3CRET")}},
+		{"nkey in context", nil, []string{"--context", "seed"}},
+		{"creds untrusted", nil, []string{"-s", url, "--creds", other.CredsFile}},
+		{"creds garbage", nil, []string{"-s", url, "--creds", writeFile(t, "g.creds", "garbage-creds-S3CRET")}},
+		{"creds env", map[string]string{"NATS_CREDS": other.CredsFile}, []string{"-s", url}},
+		{"creds in context", nil, []string{"--context", "creds"}},
+		{"user_jwt garbage in context", nil, []string{"--context", "jwt"}},
+		{"user_jwt untrusted in context", nil, []string{"--context", "jwtother"}},
+		{"tls key garbage", nil, []string{"-s", url, "--tlscert", f.ClientCert, "--tlskey", writeFile(t, "k.pem", "garbage-key-S3CRET")}},
+		{"tls key real, server without TLS", nil, []string{"-s", url, "--tlscert", f.ClientCert, "--tlskey", f.ClientKey, "--timeout", "1s"}},
+	}
+	design := "../examples/seed/lanes.yaml"
+	commandsUnderTest := [][]string{
+		{"plan", "-f", design},
+		{"apply", "--yes", "-f", design},
+		{"apply", "--dry-run", "-f", design},
+		{"inspect", "--stream", "ORDERS"},
+		{"inspect", "-f", design, "-o", "json"},
+		{"simulate", "-f", design, "--live", "--messages", "5"},
+		{"simulate", "-f", design, "--from-stream", "ORDERS"},
+	}
+	for _, cc := range cases {
+		for _, cmd := range commandsUnderTest {
+			t.Run(cc.name+"/"+strings.Join(cmd[:2], " "), func(t *testing.T) {
+				for k, v := range cc.env {
+					t.Setenv(k, v)
+				}
+				args := append(append([]string{}, cmd...), cc.args...)
+				if cmd[0] == "plan" && cc.env != nil {
+					args = append(args, "-s", url) // plan ignores NATS_URL; the env credential still applies
+				}
+				code, out, errs := lanes(t, args...)
+				t.Logf("exit %d: %s", code, errs)
+				if code == 0 || code == commands.ExitChanges {
+					t.Fatalf("a wrong credential was accepted: exit %d\n%s", code, errs)
+				}
+				if code != commands.ExitUsage && code != commands.ExitAuth && code != commands.ExitConnect {
+					t.Errorf("exit %d, want 2 (bad setting), 10 or 11: %s", code, errs)
+				}
+				noSecrets(t, []string{out, errs}, secrets...)
+			})
+		}
+	}
 }

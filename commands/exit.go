@@ -82,6 +82,8 @@ func interrupted(err error) bool {
 
 func connectCode(k connect.Kind) int {
 	switch k {
+	case connect.KindConfig:
+		return ExitUsage
 	case connect.KindConnect:
 		return ExitConnect
 	case connect.KindAuth:
@@ -90,7 +92,7 @@ func connectCode(k connect.Kind) int {
 		return ExitPermission
 	case connect.KindNoJetStream:
 		return ExitNoJetStream
-	case connect.KindTimeout:
+	case connect.KindTimeout, connect.KindUnavailable:
 		return ExitTimeout
 	}
 	return ExitError

@@ -1,9 +1,10 @@
 package commands
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -137,15 +139,19 @@ func designFlagList() []cli.Flag {
 }
 
 // readDesign loads -f FILE (if any) and applies the flags that were set on
-// top, recording where each setting came from.
+// top, recording where each setting came from. The file may be stdin (-),
+// a pipe or a FIFO: it is read once, and the read gives up on Ctrl-C.
 func readDesign(c *cli.Context) (planner.Design, error) {
 	var d planner.Design
+	if err := notEmpty(c, "file"); err != nil {
+		return d, err
+	}
 	if path := c.String("file"); path != "" {
-		data, err := os.ReadFile(path)
+		data, name, err := readDesignFile(c.Context, path, c.App.Reader)
 		if err != nil {
-			return d, &designFileError{fmt.Errorf("cannot read design file: %w", err)}
+			return d, err
 		}
-		d, err = planner.ParseDesign(data, filepath.Base(path))
+		d, err = planner.ParseDesign(data, name)
 		if err != nil {
 			return d, &designFileError{err}
 		}
@@ -161,6 +167,46 @@ func readDesign(c *cli.Context) (planner.Design, error) {
 		d.SetOrigin(f.field, "--"+name)
 	}
 	return d, nil
+}
+
+func readDesignFile(ctx context.Context, path string, stdin io.Reader) ([]byte, string, error) {
+	src, err := input.Open(ctx, path, stdin)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", err
+		}
+		return nil, "", &designFileError{fmt.Errorf("cannot read design file %v", err)}
+	}
+	defer src.Close()
+	data, err := src.ReadAll(ctx, planner.MaxDesignFile)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, "", err
+		}
+		return nil, "", &designFileError{fmt.Errorf("cannot read design file %v", err)}
+	}
+	return data, src.Name(), nil
+}
+
+// notEmpty refuses a flag given with an empty value: --key ” is a
+// mistake (an unset variable in a script), not a request for the default.
+func notEmpty(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.IsSet(n) && strings.TrimSpace(c.String(n)) == "" {
+			return usageErrorf("--%s is empty: give a value, or leave the flag out", n)
+		}
+	}
+	return nil
+}
+
+// positive is a flag action refusing a zero or negative duration.
+func positive(name string) func(*cli.Context, time.Duration) error {
+	return func(_ *cli.Context, d time.Duration) error {
+		if d <= 0 {
+			return usageErrorf("--%s %s: must be a positive duration, like 5s", name, d)
+		}
+		return nil
+	}
 }
 
 // loadPlan reads the design and plans it; warnings go to stderr.
@@ -225,7 +271,7 @@ func connectFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tlsca", EnvVars: []string{"NATS_CA"}, Usage: "TLS CA `FILE` to verify the server", Category: catConnect},
 		&cli.BoolFlag{Name: "tlsfirst", Usage: "TLS handshake before the NATS INFO (server tls handshake_first)", Category: catConnect},
 		&cli.StringFlag{Name: "js-domain", Usage: "JetStream `DOMAIN`", Category: catConnect},
-		&cli.DurationFlag{Name: "timeout", Value: connect.DefaultTimeout, Usage: "`DURATION` allowed for each request to the server", Category: catConnect},
+		&cli.DurationFlag{Name: "timeout", Value: connect.DefaultTimeout, Usage: "`DURATION` allowed for each request to the server (inspect: for the whole read)", Category: catConnect, Action: positive("timeout")},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -95,6 +96,9 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 	if c.NArg() > 0 {
 		return o, usageErrorf("inspect takes no arguments (got %q); name the stream with --stream", c.Args().First())
 	}
+	if err := notEmpty(c, "stream", "design", "key"); err != nil {
+		return o, err
+	}
 	var err error
 	if o.Output, err = outputFormat(c, inspectFormats...); err != nil {
 		return o, err
@@ -120,6 +124,9 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 	if o.Stream == "" {
 		return o, usageErrorf("--stream is required (or -f FILE naming the design's stream)")
 	}
+	if err := planner.CheckStreamName(o.Stream); err != nil {
+		return o, usageErrorf("--stream %s: %v", planner.Quote(o.Stream, 80), err)
+	}
 	return o, nil
 }
 
@@ -141,7 +148,9 @@ func joinWatchInterval(args []string) []string {
 		case a == "inspect":
 			inInspect = true
 		case inInspect && (a == "--watch" || a == "-watch") && i+1 < len(args):
-			if _, err := parseInterval(args[i+1]); err == nil {
+			// Anything shaped like an interval is the watch's, even a bad
+			// one: --watch 0s must say what is wrong with 0s.
+			if intervalShape.MatchString(args[i+1]) {
 				out = append(out, a+"="+args[i+1])
 				i++
 				continue
@@ -151,6 +160,8 @@ func joinWatchInterval(args []string) []string {
 	}
 	return out
 }
+
+var intervalShape = regexp.MustCompile(`^-?[0-9][0-9.]*[a-zµ]*$`)
 
 // IsBoolFlag lets --watch stand alone, as Go's flag package allows for booleans.
 func (w *watchValue) IsBoolFlag() bool { return true }
@@ -190,26 +201,26 @@ func parseInterval(s string) (time.Duration, error) {
 		d = time.Duration(n) * time.Second
 	}
 	if d < 100*time.Millisecond {
-		return 0, fmt.Errorf("interval %s is too short: use at least 100ms", d)
+		return 0, fmt.Errorf("interval %s is too short: refresh at most every 100ms (--watch 100ms or more)", d)
 	}
 	return d, nil
 }
 
 func runInspect(ctx context.Context, o InspectOptions) error {
+	if o.Watch > 0 {
+		return runWatch(ctx, o)
+	}
 	conn, err := connect.Open(ctx, o.Conn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if o.Watch > 0 {
-		return watchInspect(ctx, conn, o)
-	}
 	// A one-shot read allocates tens of MB (decoded consumer infos) and
 	// exits: collecting garbage on the way costs more than it frees.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	r, places, err := readInspect(ctx, conn, o, o.healthOptions())
 	if err != nil {
-		return err
+		return conn.Diagnose(ctx, err)
 	}
 	if err := writeInspect(o, o.IO.Out, r, places); err != nil {
 		return err
@@ -271,6 +282,24 @@ func failOn(o InspectOptions, r *health.Report) error {
 	return withCode(ExitThreshold, errors.New(strings.Join(lines, "\nlanes: ")))
 }
 
+// runWatch connects and watches. JetStream that does not answer yet (a
+// cluster without a leader, a timeout) is a problem the watch shows and
+// retries; a wrong setting, credentials or permissions end it.
+func runWatch(ctx context.Context, o InspectOptions) error {
+	conn, err := connect.Dial(ctx, o.Conn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.CheckJetStream(ctx); err != nil {
+		var ce *connect.Error
+		if !errors.As(err, &ce) || (ce.Kind != connect.KindTimeout && ce.Kind != connect.KindUnavailable) {
+			return err
+		}
+	}
+	return watchInspect(ctx, conn, o)
+}
+
 // watchInspect refreshes the report every interval until ctx ends. While
 // the connection is down it says so and waits for nats.go to reconnect,
 // rather than exiting; a read that fails is retried on the next tick.
@@ -327,7 +356,8 @@ func watchRead(ctx context.Context, conn *connect.Conn, o InspectOptions, ho hea
 	defer cancel()
 	r, places, err := readInspect(rctx, conn, o, ho)
 	if err != nil {
-		return nil, nil, fmt.Sprintf("cannot read (retrying every %s): %v", o.Watch, err)
+		err = conn.Diagnose(ctx, err)
+		return nil, nil, fmt.Sprintf("cannot read (retrying every %s): %s", o.Watch, planner.Printable(err.Error(), 500))
 	}
 	return r, places, ""
 }

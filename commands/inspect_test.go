@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -365,5 +366,193 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestInspectClusterNodeHangs: a node that stops answering without
+// leaving the cluster (a hung machine, a partition) leads some lanes. The
+// server's CONSUMER.LIST then waits 4 s for them; inspect --timeout T still
+// answers within about T, with the lanes that answered and the others
+// named missing, instead of failing with exit 14 or taking twice T.
+func TestInspectClusterNodeHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := natstest.StartRelayedCluster(t, 3)
+	_, js := natstest.Connect(t, c.URLs())
+	p := natstest.Plan(t, "hangs", 12, func(d *planner.Design) {
+		d.Stream.Replicas = 3
+		d.Lane.Replicas = 1
+	})
+	natstest.CreateLanes(t, js, p)
+	for i := range p.Lanes {
+		natstest.Publish(t, js, natstest.SubjectsFor(t, p, i, 2)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, p.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamLeader := st.CachedInfo().Cluster.Leader
+	led := map[string][]string{}
+	for _, l := range p.Lanes {
+		cons, err := js.Consumer(ctx, p.Stream.Name, l.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		led[cons.CachedInfo().Cluster.Leader] = append(led[cons.CachedInfo().Cluster.Leader], l.Name)
+	}
+	victim, entry := -1, ""
+	for i, s := range c.Servers {
+		name := s.Opts.ServerName
+		switch {
+		case name != streamLeader && !s.JetStreamIsLeader() && len(led[name]) > 0 && victim < 0:
+			victim = i
+		case entry == "" && (name == streamLeader || s.JetStreamIsLeader()):
+			entry = s.ClientURL()
+		}
+	}
+	if victim < 0 || entry == "" {
+		t.Skipf("no node leads lanes without leading the stream or the cluster (stream leader %s, lanes %v)", streamLeader, led)
+	}
+	gone := led[c.Servers[victim].Opts.ServerName]
+	t.Logf("hanging %s, which leads %v", c.Servers[victim].Opts.ServerName, gone)
+	c.Hang(victim)
+	for _, timeout := range []time.Duration{2 * time.Second, 5 * time.Second} {
+		start := time.Now()
+		code, out, errs := lanesRun("inspect", "-s", entry, "--stream", p.Stream.Name, "--timeout", timeout.String(), "-o", "json")
+		took := time.Since(start)
+		t.Logf("--timeout %s: exit %d in %s; stderr %s", timeout, code, took, errs)
+		if code != 0 {
+			t.Fatalf("--timeout %s: exit %d: %s", timeout, code, errs)
+		}
+		if took > timeout+time.Second {
+			t.Errorf("--timeout %s took %s", timeout, took)
+		}
+		var doc struct {
+			Lanes []struct{ Name, State string }
+		}
+		json.Unmarshal([]byte(out), &doc)
+		states := map[string]string{}
+		for _, l := range doc.Lanes {
+			states[l.Name] = l.State
+		}
+		for _, l := range p.Lanes {
+			want := "ok"
+			if slices.Contains(gone, l.Name) {
+				want = "missing"
+			}
+			if states[l.Name] != want {
+				t.Errorf("--timeout %s: lane %s is %q, want %s (%v)", timeout, l.Name, states[l.Name], want, states)
+			}
+		}
+	}
+}
+
+// TestInspectWatchQuorumLost: with 2 of 3 nodes gone silent, inspect
+// --watch keeps watching, and says what is wrong in words (the cluster has
+// no leader), not as "API error code=503".
+func TestInspectWatchQuorumLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := natstest.StartRelayedCluster(t, 3)
+	_, js := natstest.Connect(t, c.URLs())
+	p := natstest.Plan(t, "quorum", 2, func(d *planner.Design) { d.Stream.Replicas = 3 })
+	natstest.CreateLanes(t, js, p)
+	survivor := -1
+	for i, s := range c.Servers {
+		if !s.JetStreamIsLeader() {
+			survivor = i
+		}
+	}
+	for i := range c.Servers {
+		if i != survivor {
+			c.Hang(i)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- commands.MainContext(ctx, []string{"lanes", "inspect", "-s", c.Servers[survivor].ClientURL(), "--stream", p.Stream.Name,
+			"--timeout", "1s", "--watch", "300ms", "-o", "json"}, strings.NewReader(""), &out, &errOut)
+	}()
+	// The survivor notices it has no leader within the server's lost-quorum
+	// interval (10 s); until then requests go unanswered.
+	deadline := time.Now().Add(40 * time.Second)
+	for !strings.Contains(errOut.String(), "no leader") {
+		select {
+		case code := <-done:
+			t.Fatalf("the watch ended with exit %d: %s", code, errOut.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch never said the cluster has no leader: %s", errOut.String())
+		}
+	}
+	cancel()
+	code := <-done
+	msg := errOut.String()
+	t.Logf("stderr:\n%s", msg)
+	if code != commands.ExitInterrupted {
+		t.Errorf("exit %d, want %d", code, commands.ExitInterrupted)
+	}
+	if strings.Contains(msg, "code=503") || strings.Contains(msg, "API error") {
+		t.Errorf("the problem should be said in words, not as an API error: %q", msg)
+	}
+}
+
+// TestInspectBadValues: empty values, a bad interval and an invalid stream
+// name are usage errors (exit 2) that say what is wrong.
+func TestInspectBadValues(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	for _, tc := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"--stream", "X", "--watch", "0s"}, "--watch"},
+		{[]string{"--stream", "X", "--watch", "0s"}, "interval 0s is too short"},
+		{[]string{"--stream", "X", "--watch", "-5s"}, "too short"},
+		{[]string{"--stream", "X", "--watch", "soon"}, "takes no arguments"},
+		{[]string{"--stream", "X", "--key", ""}, "--key is empty"},
+		{[]string{"--stream", ""}, "--stream is empty"},
+		{[]string{"--stream", "X", "--design", ""}, "--design is empty"},
+		{[]string{"--stream", "A.B"}, `--stream "A.B": not a valid stream name`},
+		{[]string{"--stream", "A B"}, "not a valid stream name"},
+		{[]string{"--stream", "X", "--timeout", "0s"}, "--timeout 0s: must be a positive duration"},
+		{[]string{"--stream", "X", "--fail-on", ""}, "--fail-on"},
+	} {
+		code, out, errs := lanesRun(append([]string{"inspect", "-s", srv.URL()}, tc.args...)...)
+		if code != commands.ExitUsage || !strings.Contains(errs, tc.say) || out != "" {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", tc.args, code, errs, tc.say)
+		}
+	}
+}
+
+// TestInspectTerminalSafety: names and subjects from the server are shown
+// escaped in the table: a consumer named with an escape sequence cannot
+// drive the terminal.
+func TestInspectTerminalSafety(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	p := natstest.Plan(t, "safe", 2)
+	natstest.CreateLanes(t, js, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, p.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := "audit\x1b[2J\x1b]0;x\x07"
+	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: evil, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Skipf("the server refuses the name: %v", err)
+	}
+	code, out, errs := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name)
+	if code != 0 || strings.ContainsAny(out+errs, "\x1b\x07") || !strings.Contains(out, `audit\x1b[2J`) {
+		t.Fatalf("exit %d; the name must appear escaped:\n%q", code, out)
 	}
 }

@@ -36,9 +36,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child is lanes run in a separate process (this test binary re-executed
+// ran is what lanes did in a separate process (this test binary re-executed
 // with LANES_ARGS).
-type child struct {
+type ran struct {
 	code           int
 	stdout, stderr string
 	killed         bool // by SIGKILL, on its trigger
@@ -47,7 +47,7 @@ type child struct {
 // runChild runs lanes ARGS in a child process. When part is not empty it
 // is killed with SIGKILL once the server (at url) has seen n API requests
 // whose subject contains part; it may finish before that.
-func runChild(t testing.TB, url, part string, n int64, args ...string) child {
+func runChild(t testing.TB, url, part string, n int64, args ...string) ran {
 	t.Helper()
 	argv, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
@@ -85,7 +85,7 @@ func runChild(t testing.TB, url, part string, n int64, args ...string) child {
 	}()
 	err := cmd.Wait()
 	close(exited)
-	c := child{stdout: stdout.String(), stderr: stderr.String(), killed: killed.Load()}
+	c := ran{stdout: stdout.String(), stderr: stderr.String(), killed: killed.Load()}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		c.code = ee.ExitCode()

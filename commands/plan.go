@@ -3,6 +3,7 @@ package commands
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/render"
 )
@@ -62,6 +64,12 @@ Examples:
 			if c.NArg() > 0 {
 				return usageErrorf("plan takes no arguments (got %q); flags go before or after, e.g. lanes plan -f lanes.yaml", c.Args().First())
 			}
+			if err := notEmpty(c, "key", "keys", "emit-dir"); err != nil {
+				return err
+			}
+			if c.String("keys") == input.Stdin && c.String("file") == input.Stdin {
+				return usageErrorf("-f - and --keys - both read stdin: give one of them a file")
+			}
 			format, err := outputFormat(c, planFormats...)
 			if err != nil {
 				return err
@@ -72,7 +80,7 @@ Examples:
 			}
 			opts := PlanOptions{IO: io, Plan: p, KeysPath: c.String("keys"), Key: c.String("key"),
 				Output: format, EmitDir: c.String("emit-dir"), Conn: connectOptions(c)}
-			if opts.Conn.Given() {
+			if opts.Conn.Named() { // the command line's --server or --context only
 				return runPlanDiff(c.Context, opts)
 			}
 			return runPlan(c.Context, opts)
@@ -141,8 +149,10 @@ func planKey(o PlanOptions) error {
 }
 
 // planDocument writes the whole plan as JSON or YAML. With --keys, every
-// line is validated first so a bad line leaves stdout empty; the second pass
-// streams assignments without holding them.
+// line is checked before the first byte is written, so a bad line leaves
+// stdout empty; the input is read once (it may be a pipe): each placed
+// line goes to an anonymous spool file as a compact record, and the
+// assignments are then streamed from the spool.
 func planDocument(ctx context.Context, o PlanOptions) error {
 	if o.KeysPath == "" {
 		s, err := render.NewPlanStream(o.IO.Out, o.Output, o.Plan)
@@ -151,101 +161,128 @@ func planDocument(ctx context.Context, o PlanOptions) error {
 		}
 		return s.Close(nil)
 	}
-	in, cleanup, err := validatedKeys(ctx, o)
+	spool, err := input.NewSpool()
+	if err != nil {
+		return fmt.Errorf("--keys: cannot create a temporary file for the assignments: %w", err)
+	}
+	defer spool.Close()
+	w := bufio.NewWriterSize(spool, 256<<10)
+	var rec []byte
+	tally, err := assignKeys(ctx, o, func(p planner.Parsed) error {
+		rec = appendRecord(rec[:0], p)
+		_, err := w.Write(rec)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("--keys: writing the temporary file: %w", err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
 	s, err := render.NewPlanStream(o.IO.Out, o.Output, o.Plan)
 	if err != nil {
 		return err
 	}
-	o.KeysPath = in
-	tally, err := assignKeys(ctx, o, func(p planner.Parsed) error {
-		return s.Assignment(p.Subject, p.Key, p.Partition, p.Count)
-	})
-	if err != nil {
+	if err := replayRecords(ctx, bufio.NewReaderSize(spool, 256<<10), s.Assignment); err != nil {
 		return err
 	}
 	k := tally.Skew(o.Plan, 10)
 	return s.Close(&k)
 }
 
-// validatedKeys checks every line and returns a file to read them again
-// from: the file itself, or a spool of stdin.
-func validatedKeys(ctx context.Context, o PlanOptions) (string, func(), error) {
-	if o.KeysPath != "-" {
-		return o.KeysPath, func() {}, checkKeys(ctx, o)
-	}
-	spool, err := os.CreateTemp("", "lanes-keys-*")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { spool.Close(); os.Remove(spool.Name()) }
-	tee := o
-	tee.IO = &IO{In: io.TeeReader(o.IO.In, spool)}
-	if err := checkKeys(ctx, tee); err != nil {
-		cleanup()
-		return "", nil, err
-	}
-	return spool.Name(), cleanup, nil
+// A spool record is one placed line: partition, count, subject and key,
+// each length-prefixed (uvarints).
+func appendRecord(b []byte, p planner.Parsed) []byte {
+	b = binary.AppendUvarint(b, uint64(p.Partition))
+	b = binary.AppendUvarint(b, uint64(p.Count))
+	b = binary.AppendUvarint(b, uint64(len(p.Subject)))
+	b = append(b, p.Subject...)
+	b = binary.AppendUvarint(b, uint64(len(p.Key)))
+	return append(b, p.Key...)
 }
 
-// assignKeys places and counts every line of the keys input, handing each
-// to sink (if any).
+// replayRecords reads the spool back, in input order.
+func replayRecords(ctx context.Context, r *bufio.Reader, each func(subject, key []byte, partition int, count int64) error) error {
+	var subject, key []byte
+	for n := 0; ; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		partition, err := binary.ReadUvarint(r)
+		if err == io.EOF {
+			return nil
+		}
+		count, err2 := binary.ReadUvarint(r)
+		var err3, err4 error
+		subject, err3 = readBytes(r, subject)
+		key, err4 = readBytes(r, key)
+		if err := errors.Join(err, err2, err3, err4); err != nil {
+			return fmt.Errorf("--keys: reading the temporary file back: %w", err)
+		}
+		if err := each(subject, key, int(partition), int64(count)); err != nil {
+			return err
+		}
+	}
+}
+
+func readBytes(r *bufio.Reader, buf []byte) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > input.MaxLine {
+		return nil, errors.New("corrupt record")
+	}
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	_, err = io.ReadFull(r, buf)
+	return buf, err
+}
+
+// assignKeys reads the keys input once, placing and counting every line
+// and handing each to sink (if any). A bad line is a usage error naming it.
 func assignKeys(ctx context.Context, o PlanOptions, sink func(planner.Parsed) error) (*planner.Tally, error) {
+	src, err := input.Open(ctx, o.KeysPath, o.IO.In)
+	if err != nil {
+		return nil, inputError("--keys", err)
+	}
+	defer src.Close()
+	a := planner.NewAssigner(o.Plan)
 	tally := planner.NewTally(o.Plan.Design.Partitions)
-	err := scanKeys(ctx, o, func(p planner.Parsed) error {
+	err = src.Lines(ctx, func(n int, line []byte) error {
+		p, ok, err := a.Place(n, line)
+		if err != nil {
+			return usageErrorf("--keys %s %v", src.Name(), err)
+		}
+		if !ok {
+			return nil
+		}
 		tally.Add(p)
 		if sink != nil {
 			return sink(p)
 		}
 		return nil
 	})
-	return tally, err
+	if err != nil {
+		return nil, inputError("--keys", err)
+	}
+	return tally, nil
 }
 
-// checkKeys only checks that every line can be placed.
-func checkKeys(ctx context.Context, o PlanOptions) error {
-	return scanKeys(ctx, o, func(planner.Parsed) error { return nil })
-}
-
-// scanKeys reads the keys input (a file, or stdin for "-") and places each line.
-func scanKeys(ctx context.Context, o PlanOptions, each func(planner.Parsed) error) error {
-	var r io.Reader = o.IO.In
-	name := "stdin"
-	if o.KeysPath != "-" {
-		f, err := os.Open(o.KeysPath)
-		if err != nil {
-			return usageErrorf("--keys: %v", err)
-		}
-		defer f.Close()
-		r, name = f, filepath.Base(o.KeysPath)
+// inputError makes an input that cannot be opened or read a usage error
+// naming the flag; a cancellation stays one.
+func inputError(flag string, err error) error {
+	var ie *input.Error
+	var le *input.LineTooLongError
+	if errors.As(err, &ie) || errors.As(err, &le) {
+		return usageErrorf("%s %v", flag, err)
 	}
-	a := planner.NewAssigner(o.Plan)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line&0xffff == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		p, ok, err := a.Place(line, sc.Bytes())
-		if err != nil {
-			return usageErrorf("--keys %s %v", name, err)
-		}
-		if !ok {
-			continue
-		}
-		if err := each(p); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return usageErrorf("--keys %s: line %d: %v", name, line+1, err)
-	}
-	return nil
+	return err
 }
 
 // emitDefinitions writes stream.json and one file per lane into the directory.

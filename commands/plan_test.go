@@ -3,10 +3,12 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,13 +72,18 @@ func TestPlanJSONFieldsForScripts(t *testing.T) {
 			Partition int
 			Filter    string
 			Keys      int
+			Messages  int
 		}
 		Assignments []struct {
 			Subject, Key, Lane string
 			Partition          int
 		}
 		Skew struct {
-			Max       int64   `json:"max"`
+			Keys            int64 `json:"keys"`
+			Messages        int64 `json:"messages"`
+			MessagesPerLane struct {
+				Max int64 `json:"max"`
+			} `json:"messages_per_lane"`
 			MaxToMean float64 `json:"max_to_mean"`
 		}
 	}
@@ -90,7 +97,8 @@ func TestPlanJSONFieldsForScripts(t *testing.T) {
 	if c.Durable != "orders-n8-07" || c.AckPolicy != "explicit" || c.AckWait != int64(30*time.Second) || c.MaxAckPending != 1 || c.Metadata["lanes.partition"] != "7" {
 		t.Fatalf("consumer: %+v", c)
 	}
-	if len(doc.Assignments) != 4 || doc.Assignments[3].Key != "alice" || doc.Assignments[3].Lane != "orders-n8-07" || doc.Lanes[7].Keys != 2 || doc.Skew.Max != 2 {
+	if len(doc.Assignments) != 4 || doc.Assignments[3].Key != "alice" || doc.Assignments[3].Lane != "orders-n8-07" || doc.Lanes[7].Keys != 1 || doc.Lanes[7].Messages != 2 ||
+		doc.Skew.Keys != 3 || doc.Skew.Messages != 4 || doc.Skew.MessagesPerLane.Max != 2 {
 		t.Fatalf("assignments %+v lanes %+v skew %+v", doc.Assignments, doc.Lanes, doc.Skew)
 	}
 }
@@ -262,5 +270,112 @@ func TestPlanYAMLMatchesJSON(t *testing.T) {
 	json.Unmarshal(b, &roundTrip)
 	if !reflect.DeepEqual(fromJSON, roundTrip) {
 		t.Fatalf("YAML and JSON documents differ:\n%s\n%s", js, b)
+	}
+}
+
+// TestPlanKeysFromPipe: plan --keys <(command) -o json reads the pipe once
+// and assigns every key (a second read of a pipe finds nothing).
+func TestPlanKeysFromPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go func() {
+		w.WriteString("alice\nbob\ncarol\n")
+		w.Close()
+	}()
+	path := fmt.Sprintf("/dev/fd/%d", r.Fd())
+	stdout, stderr, code := run(t, "", "plan", "-f", seedFile, "--keys", path, "-o", "json")
+	var doc struct {
+		Assignments []struct{ Key string }
+		Lanes       []struct{ Keys int }
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v: %s", code, err, stderr)
+	}
+	keys := 0
+	for _, l := range doc.Lanes {
+		keys += l.Keys
+	}
+	if len(doc.Assignments) != 3 || keys != 3 {
+		t.Fatalf("%d assignments, %d keys over the lanes; want 3 and 3", len(doc.Assignments), keys)
+	}
+}
+
+// TestPlanKeysFromFIFO: a named FIFO is read like a file, for every output.
+func TestPlanKeysFromFIFO(t *testing.T) {
+	for _, format := range []string{"json", "table"} {
+		fifo := filepath.Join(t.TempDir(), "keys")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Skip(err)
+		}
+		go func() {
+			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			f.WriteString("alice\nbob 3\n")
+			f.Close()
+		}()
+		done := make(chan struct{})
+		var stdout, stderr string
+		var code int
+		go func() {
+			defer close(done)
+			stdout, stderr, code = run(t, "", "plan", "-f", seedFile, "--keys", fifo, "-o", format)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("-o %s: plan --keys FIFO hangs", format)
+		}
+		if code != 0 || !strings.Contains(stdout, "orders-n8-04") {
+			t.Fatalf("-o %s: exit %d: %s\n%s", format, code, stderr, stdout)
+		}
+	}
+}
+
+// TestPlanEmptyValues: a flag given an empty value is an error, not ignored.
+func TestPlanEmptyValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"plan", "-f", seedFile, "--key", ""},
+		{"plan", "-f", seedFile, "--keys", ""},
+		{"plan", "-f", ""},
+	} {
+		stdout, stderr, code := run(t, "", args...)
+		if code != ExitUsage || stdout != "" || !strings.Contains(stderr, "empty") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+// TestTerminalSafety: escape sequences in keys reach neither the table nor
+// an error line raw.
+func TestTerminalSafety(t *testing.T) {
+	esc := "\x1b[2J\x1b]0;pwned\x07"
+	stdout, stderr, code := run(t, "alice"+esc+"\nbob\n", "plan", "-f", seedFile, "--keys", "-")
+	if code != 0 || strings.ContainsAny(stdout+stderr, "\x1b\x07") || !strings.Contains(stdout, `alice\x1b[2J`) {
+		t.Fatalf("exit %d, the key must be shown escaped:\n%q", code, stdout)
+	}
+	stdout, stderr, code = run(t, "x."+esc+".y\n", "plan", "-f", seedFile, "--keys", "-")
+	if code != ExitUsage || strings.ContainsAny(stdout+stderr, "\x1b\x07") || !strings.Contains(stderr, `\x1b[2J`) {
+		t.Fatalf("exit %d, the bad line must be quoted escaped: %q", code, stderr)
+	}
+	_, stderr, code = run(t, "", "plan", "-f", "no-such-"+esc+".yaml")
+	if code != ExitUsage || strings.ContainsAny(stderr, "\x1b\x07") {
+		t.Fatalf("exit %d, a file name is escaped in the error: %q", code, stderr)
+	}
+}
+
+// TestPlanLongLine: a keys line over 1 MiB is refused naming the line, with
+// a short message (no "bufio.Scanner: token too long", no 1 MiB echo).
+func TestPlanLongLine(t *testing.T) {
+	stdin := "alice\n" + strings.Repeat("k", 2<<20) + "\nbob\n"
+	for _, format := range []string{"table", "json"} {
+		stdout, stderr, code := run(t, stdin, "plan", "-f", seedFile, "--keys", "-", "-o", format)
+		if code != ExitUsage || stdout != "" || !strings.Contains(stderr, "--keys stdin: line 2 is longer than 1 MiB") || len(stderr) > 300 {
+			t.Fatalf("-o %s: exit %d, %d bytes of stderr: %.300q", format, code, len(stderr), stderr)
+		}
 	}
 }

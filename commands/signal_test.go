@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +95,171 @@ func TestSignalWhileConnecting(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), "interrupted by") || strings.Contains(stderr.String(), "context canceled") {
 				t.Errorf("stderr should say it was interrupted, in words: %q", stderr)
+			}
+		})
+	}
+}
+
+// child is lanes in a child process with its stdin, environment and
+// stderr under the test's control.
+type child struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+}
+
+func startChild(t *testing.T, stdin *os.File, env []string, args ...string) *child {
+	t.Helper()
+	argv, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(append(os.Environ(), env...), "LANES_ARGS="+string(argv))
+	cmd.Stdin = stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return &child{cmd: cmd, stderr: &stderr}
+}
+
+// waitBlocked waits until one of the child's threads sleeps in the kernel
+// in a function named like one of where (/proc/PID/task/*/wchan): e.g.
+// wait_for_partner (open(2) of a FIFO without a writer) or pipe_read.
+func (c *child) waitBlocked(t *testing.T, where ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", c.cmd.Process.Pid))
+		if len(tasks) == 0 {
+			time.Sleep(2 * time.Second) // no /proc: give it time
+			return
+		}
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, w := range where {
+				if strings.Contains(string(b), w) {
+					return
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("lanes never blocked in %v; stderr: %s", where, c.stderr)
+}
+
+// interrupt sends sig and checks that lanes exits 130 within a second,
+// saying it was interrupted.
+func (c *child) interrupt(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	sent := time.Now()
+	c.cmd.Process.Signal(sig)
+	code := waitExit(t, c.cmd, 10*time.Second)
+	if took := time.Since(sent); took > time.Second {
+		t.Errorf("took %s to stop after %s", took, sig)
+	}
+	if code != commands.ExitInterrupted {
+		t.Errorf("exit %d, want %d; stderr: %s", code, commands.ExitInterrupted, c.stderr)
+	}
+	if !strings.Contains(c.stderr.String(), "interrupted by") || strings.Contains(c.stderr.String(), "context canceled") {
+		t.Errorf("stderr should say it was interrupted, in words: %q", c.stderr)
+	}
+}
+
+func mkfifo(t *testing.T) string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs:", err)
+	}
+	return fifo
+}
+
+// TestSignalWhileReading: every command blocked in a read stops at the
+// first SIGTERM or SIGINT, with exit 130: blocked in open(2) of a FIFO no
+// one writes to, or in read(2) of a pipe that stays open and silent.
+func TestSignalWhileReading(t *testing.T) {
+	design := "../examples/seed/lanes.yaml"
+	cases := []struct {
+		name  string
+		stdin bool   // a pipe that stays open
+		where string // the kernel function the read blocks in
+		args  func(fifo string) []string
+	}{
+		{"plan --keys FIFO", false, "wait_for_partner", func(f string) []string { return []string{"plan", "-f", design, "--keys", f} }},
+		{"plan --keys FIFO -o json", false, "wait_for_partner", func(f string) []string { return []string{"plan", "-f", design, "--keys", f, "-o", "json"} }},
+		{"plan --keys - (pipe)", true, "pipe_read", func(string) []string { return []string{"plan", "-f", design, "--keys", "-"} }},
+		{"plan -f FIFO", false, "wait_for_partner", func(f string) []string { return []string{"plan", "-f", f} }},
+		{"plan -f - (pipe)", true, "pipe_read", func(string) []string { return []string{"plan", "-f", "-"} }},
+		{"inspect -f FIFO", false, "wait_for_partner", func(f string) []string { return []string{"inspect", "-f", f, "-s", "nats://127.0.0.1:1"} }},
+		{"simulate --keys file:FIFO", false, "wait_for_partner", func(f string) []string { return []string{"simulate", "-f", design, "--keys", "file:" + f} }},
+		{"simulate -f FIFO", false, "wait_for_partner", func(f string) []string { return []string{"simulate", "-f", f} }},
+		{"apply -f FIFO", false, "wait_for_partner", func(f string) []string { return []string{"apply", "-f", f, "-s", "nats://127.0.0.1:1"} }},
+	}
+	for _, tc := range cases {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+			t.Run(tc.name+"/"+sig.String(), func(t *testing.T) {
+				var stdin *os.File
+				if tc.stdin {
+					r, w, err := os.Pipe()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer w.Close()
+					defer r.Close()
+					stdin = r
+					w.WriteString("alice\n") // a line, then silence: a trickling pipe
+				}
+				c := startChild(t, stdin, nil, tc.args(mkfifo(t))...)
+				c.waitBlocked(t, tc.where)
+				c.interrupt(t, sig)
+			})
+		}
+	}
+}
+
+// TestSignalWhileApplyConnects: apply waiting for a server that never
+// answers stops at SIGTERM with exit 130.
+func TestSignalWhileApplyConnects(t *testing.T) {
+	url := hungServer(t)
+	c := startChild(t, nil, nil, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "-s", url, "--timeout", "30s")
+	time.Sleep(500 * time.Millisecond) // connecting: a signal before Main runs would kill it outright
+	c.interrupt(t, syscall.SIGTERM)
+}
+
+// TestSpoolLeftBehind: plan --keys - -o json spools what it reads; the
+// spool has no name in the temporary directory, so neither SIGTERM nor
+// SIGKILL leaves anything behind.
+func TestSpoolLeftBehind(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			tmp := t.TempDir()
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			defer r.Close()
+			w.WriteString(strings.Repeat("alice\nbob\n", 1000))
+			c := startChild(t, r, []string{"TMPDIR=" + tmp}, "plan", "-f", "../examples/seed/lanes.yaml", "--keys", "-", "-o", "json")
+			c.waitBlocked(t, "pipe_read")
+			// The spool is open: a file in tmp with no name.
+			spooled := false
+			fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", c.cmd.Process.Pid))
+			for _, fd := range fds {
+				if target, err := os.Readlink(fd); err == nil && strings.HasPrefix(target, tmp) && strings.HasSuffix(target, "(deleted)") {
+					spooled = true
+				}
+			}
+			if len(fds) > 0 && !spooled {
+				t.Fatal("no spool file open in TMPDIR")
+			}
+			if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+				t.Fatalf("the spool has a name in TMPDIR while running: %v", entries)
+			}
+			c.cmd.Process.Signal(sig)
+			waitExit(t, c.cmd, 10*time.Second)
+			if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+				t.Fatalf("left behind after %s: %v", sig, entries)
 			}
 		})
 	}

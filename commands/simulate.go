@@ -14,6 +14,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/model"
@@ -83,7 +84,7 @@ func simulateCommand(io *IO) *cli.Command {
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed `N`: the same seed gives the same workload and the same result", Category: catWorkload},
 		&cli.StringFlag{Name: "sweep", Usage: "try partition counts `A..B` (lanes strategy) and recommend one", Category: catSweep},
 		&cli.Float64Flag{Name: "target-rate", Usage: "sweep target: messages `PER_SECOND` to sustain", Category: catSweep},
-		&cli.DurationFlag{Name: "target-p99", Usage: "sweep target: end-to-end p99 latency `D`", Category: catSweep},
+		&cli.DurationFlag{Name: "target-p99", Usage: "sweep target: end-to-end p99 latency `D`", Category: catSweep, Action: positive("target-p99")},
 		&cli.StringFlag{Name: "plot", Usage: "write the sweep chart to `FILE` (.png or .svg)", Category: catSweep},
 		&cli.BoolFlag{Name: "live", Usage: "run on a real server too (the connection flags', or an embedded one) and show it beside the model", Category: catLive},
 		&cli.BoolFlag{Name: "keep", Usage: "with --live: keep the stream and lanes it created", Category: catLive},
@@ -136,6 +137,12 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if c.NArg() > 0 {
 		return SimulateOptions{}, usageErrorf("simulate takes no arguments (got %q); see lanes simulate --help", c.Args().First())
 	}
+	if err := notEmpty(c, "keys", "from-stream", "strategy", "sweep", "plot", "process-time"); err != nil {
+		return SimulateOptions{}, err
+	}
+	if c.String("keys") == "file:"+input.Stdin && c.String("file") == input.Stdin {
+		return SimulateOptions{}, usageErrorf("-f - and --keys file:- both read stdin: give one of them a file")
+	}
 	o := SimulateOptions{IO: io, Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
 		Rate: c.Float64("rate"), Workers: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),
 		Seed: c.Uint64("seed"), Target: model.Target{Rate: c.Float64("target-rate"), P99: c.Duration("target-p99")},
@@ -167,8 +174,29 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if o.Plan, err = planWithWarnings(d, io); err != nil {
 		return o, err
 	}
+	if err := o.checkSize(0); err != nil {
+		return o, err
+	}
 	o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory)
 	return o, err
+}
+
+// workers is every strategy's worker count: the most partitions tried
+// times the workers per lane.
+func (o SimulateOptions) workers() int {
+	return max(o.Plan.Design.Partitions, o.SweepTo) * o.Workers
+}
+
+// checkSize refuses a simulation too large to hold, before any of it is
+// allocated; keys is 0 while the keys are not read yet.
+func (o SimulateOptions) checkSize(keys int) error {
+	if o.Workers > planner.MaxSimWorkers {
+		return usageErrorf("--workers %d: a simulation runs at most %d workers in all", o.Workers, planner.MaxSimWorkers)
+	}
+	if err := workload.CheckSize(o.Messages, keys, o.workers()); err != nil {
+		return withCode(ExitUsage, err)
+	}
+	return nil
 }
 
 // seedDesign fills in the seed case when no design is given: updates for users on
@@ -200,6 +228,8 @@ func (o *SimulateOptions) validate() error {
 		return usageErrorf("--keys %q and --from-stream %q cannot be combined: choose one source of keys", o.Keys, o.FromStream)
 	case o.FromStream != "" && !o.Conn.Given():
 		return usageErrorf("--from-stream %q needs a server: give --server (or NATS_URL, --context)", o.FromStream)
+	case o.FromStream != "" && planner.CheckStreamName(o.FromStream) != nil:
+		return usageErrorf("--from-stream %s: %v", planner.Quote(o.FromStream, 80), planner.CheckStreamName(o.FromStream))
 	case o.SweepFrom > 0 && o.Live:
 		return usageErrorf("--sweep runs the model only; drop --live (run --live afterwards with the recommended --partitions)")
 	case o.SweepFrom == 0 && (o.Target.Rate > 0 || o.Target.P99 > 0 || o.PlotPath != ""):
@@ -270,6 +300,9 @@ func parseStrategies(s string, seed bool) ([]string, error) {
 func runSimulate(ctx context.Context, o SimulateOptions) error {
 	keys, from, err := simulationKeys(ctx, o)
 	if err != nil {
+		return err
+	}
+	if err := o.checkSize(len(keys.Names)); err != nil {
 		return err
 	}
 	spec := workload.Spec{Keys: keys, Messages: o.Messages, Rate: o.Rate, Process: o.Process, Crash: o.Crash, Seed: o.Seed}
@@ -435,7 +468,9 @@ func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.W
 		info.AckWait = "backoff " + strings.Join(steps, ",")
 	}
 	if n := len(w.Spec.Keys.Names); n <= 5 {
-		info.KeySample = w.Spec.Keys.Names
+		for _, k := range w.Spec.Keys.Names { // from a file or a stream: escaped for the terminal
+			info.KeySample = append(info.KeySample, planner.Printable(k, 80))
+		}
 	}
 	return info
 }

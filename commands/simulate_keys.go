@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -28,7 +28,7 @@ func simulationKeys(ctx context.Context, o SimulateOptions) (workload.Keys, stri
 		k, err := streamKeys(ctx, o)
 		return k, "stream " + o.FromStream, err
 	case strings.HasPrefix(o.Keys, "file:"):
-		k, err := fileKeys(o.Plan, strings.TrimPrefix(o.Keys, "file:"))
+		k, err := fileKeys(ctx, o, strings.TrimPrefix(o.Keys, "file:"))
 		return k, o.Keys, err
 	case o.SeedStory:
 		k, err := workload.NamedKeys(seedKeys, subject)
@@ -37,6 +37,11 @@ func simulationKeys(ctx context.Context, o SimulateOptions) (workload.Keys, stri
 	spec := o.Keys
 	if spec == "" {
 		spec = defaultKeys
+	}
+	if n := workload.KeyCount(spec); n <= planner.MaxSimKeys {
+		if err := o.checkSize(n); err != nil {
+			return workload.Keys{}, "", err
+		}
 	}
 	k, err := workload.ParseKeys(spec, subject)
 	if err != nil {
@@ -58,26 +63,42 @@ func keySubjecter(p *planner.Plan) workload.Subjecter {
 	}
 }
 
-// fileKeys reads "SUBJECT [COUNT]" lines, like lanes plan --keys; the
-// count is the key's weight.
-func fileKeys(p *planner.Plan, path string) (workload.Keys, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return workload.Keys{}, usageErrorf("--keys file:%s: %v", path, err)
+// fileKeys reads "SUBJECT [COUNT]" lines, like lanes plan --keys, through
+// the same reader (a file, - for stdin, a pipe or a FIFO); the count is the
+// key's weight.
+func fileKeys(ctx context.Context, o SimulateOptions, path string) (workload.Keys, error) {
+	flag := "--keys file:"
+	if path == "" {
+		return workload.Keys{}, usageErrorf("--keys file: names no file: write file:PATH (or file:- for stdin)")
 	}
-	a := planner.NewAssigner(p)
+	src, err := input.Open(ctx, path, o.IO.In)
+	if err != nil {
+		return workload.Keys{}, inputError(flag, err)
+	}
+	defer src.Close()
+	a := planner.NewAssigner(o.Plan)
 	var k workload.Keys
-	for i, line := range strings.Split(string(data), "\n") {
-		parsed, ok, err := a.Place(i+1, []byte(line))
+	limit := workload.KeysWithin(o.Messages, o.workers())
+	err = src.Lines(ctx, func(n int, line []byte) error {
+		parsed, ok, err := a.Place(n, line)
 		if err != nil {
-			return k, usageErrorf("--keys file:%s %v", path, err)
+			return usageErrorf("%s%s %v", flag, src.Name(), err)
 		}
-		if ok {
-			k.Add(string(parsed.Key), string(parsed.Subject), float64(parsed.Count))
+		if !ok {
+			return nil
 		}
+		k.Add(string(parsed.Key), string(parsed.Subject), float64(parsed.Count))
+		if len(k.Names) > limit {
+			return usageErrorf("%s%s: more than %d distinct keys: with --messages %d and %d workers a simulation takes at most %d keys (use a sample)",
+				flag, src.Name(), limit, o.Messages, o.workers(), limit)
+		}
+		return nil
+	})
+	if err != nil {
+		return k, inputError(flag, err)
 	}
 	if len(k.Names) == 0 {
-		return k, usageErrorf("--keys file:%s: no subjects in the file", path)
+		return k, usageErrorf("%s%s: no subjects in the file", flag, src.Name())
 	}
 	return k, nil
 }
@@ -114,6 +135,10 @@ func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[
 	s, err := conn.JS.Stream(rctx, stream)
 	if err != nil {
 		return nil, fail(err)
+	}
+	// The same cap as inspect's placement check: one page of the subject list.
+	if n := s.CachedInfo().State.NumSubjects; n > planner.MaxSubjects {
+		return nil, usageErrorf("--from-stream %q has %d subjects; simulate reads at most %d: use --keys file: with a sample (nats stream subjects %s)", stream, n, planner.MaxSubjects, stream)
 	}
 	info, err := s.Info(rctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {

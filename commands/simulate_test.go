@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -126,33 +127,63 @@ func TestSimulateUsageErrors(t *testing.T) {
 	badKeys := filepath.Join(dir, "keys.txt")
 	os.WriteFile(badKeys, []byte("msgs.received_from.alice\nnot.a.match.here\n"), 0o644)
 	cases := map[string][]string{
-		`--process-time "fast"`:   {"--process-time", "fast"},
-		`--process-time "exp:0"`:  {"--process-time", "exp:0"},
-		`--keys "zipf:10"`:        {"--keys", "zipf:10"},
-		`--keys "normal:5"`:       {"--keys", "normal:5"},
-		"--messages 0":            {"--messages", "0"},
-		"--rate -1":               {"--rate", "-1"},
-		"--crash 1.5":             {"--crash", "1.5"},
-		"--workers 0":             {"--workers", "0"},
-		`unknown strategy "fast"`: {"--strategy", "lanes,fast"},
-		`--strategy "kv-lease"`:   {"--strategy", "kv-lease"},
-		`--sweep "9..3"`:          {"--sweep", "9..3"},
-		`--sweep "a..b"`:          {"--sweep", "a..b"},
-		`--plot "chart.gif"`:      {"--sweep", "1..4", "--plot", "chart.gif"},
-		"--target-rate":           {"--target-rate", "100"},
-		`--from-stream "ORDERS"`:  {"--from-stream", "ORDERS"},
-		"--keep":                  {"--keep"},
-		"--sweep runs the model":  {"--sweep", "1..4", "--live"},
-		"--keys file:":            {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
-		"line 2":                  {"--keys", "file:" + badKeys},
-		"--output":                {"-o", "yaml"},
-		"partitions":              {"--partitions", "0"},
-		"no arguments":            {"extra"},
+		`--process-time "fast"`:      {"--process-time", "fast"},
+		`--process-time "exp:0"`:     {"--process-time", "exp:0"},
+		`--keys "zipf:10"`:           {"--keys", "zipf:10"},
+		`--keys "normal:5"`:          {"--keys", "normal:5"},
+		"--messages 0":               {"--messages", "0"},
+		"--rate -1":                  {"--rate", "-1"},
+		"--crash 1.5":                {"--crash", "1.5"},
+		"--workers 0":                {"--workers", "0"},
+		`unknown strategy "fast"`:    {"--strategy", "lanes,fast"},
+		`--strategy "kv-lease"`:      {"--strategy", "kv-lease"},
+		`--sweep "9..3"`:             {"--sweep", "9..3"},
+		`--sweep "a..b"`:             {"--sweep", "a..b"},
+		`--plot "chart.gif"`:         {"--sweep", "1..4", "--plot", "chart.gif"},
+		"--target-rate":              {"--target-rate", "100"},
+		`--from-stream "ORDERS"`:     {"--from-stream", "ORDERS"},
+		"--keep":                     {"--keep"},
+		"--sweep runs the model":     {"--sweep", "1..4", "--live"},
+		"--keys file:":               {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
+		"line 2":                     {"--keys", "file:" + badKeys},
+		"--output":                   {"-o", "yaml"},
+		"partitions":                 {"--partitions", "0"},
+		"no arguments":               {"extra"},
+		"--keys is empty":            {"--keys", ""},
+		"--from-stream is empty":     {"--from-stream", "", "-s", "nats://127.0.0.1:1"},
+		"not a valid stream name":    {"--from-stream", "A.B", "-s", "nats://127.0.0.1:1"},
+		"--target-p99 0s":            {"--sweep", "1..4", "--target-p99", "0s"},
+		"--keys file: names no file": {"--keys", "file:"},
 	}
 	for want, args := range cases {
 		code, out, errs := simMain(t, append([]string{"simulate"}, args...)...)
 		if code != ExitUsage || out != "" || !strings.Contains(errs, want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming %s", args, code, out, errs, want)
+		}
+	}
+}
+
+// TestSimulateSizesRefused: sizes that cannot fit in memory are refused
+// at once, before anything is allocated, with the memory they would need.
+func TestSimulateSizesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--messages", "1000000000"}, "would need about 238.42 GiB of memory"},
+		{[]string{"--workers", "100000000"}, "--workers 100000000: a simulation runs at most 16384 workers"},
+		{[]string{"--partitions", "4096", "--workers", "8"}, "32768 workers in all"},
+		{[]string{"--sweep", "1..4096", "--workers", "8"}, "32768 workers in all"},
+		{[]string{"--keys", "uniform:100000000"}, "between 1 and 1000000"},
+		{[]string{"--messages", "10000000", "--keys", "uniform:1000000", "--partitions", "16384"}, "would need about 3.01 GiB of memory; a simulation may use 3.00 GiB"},
+	} {
+		start := time.Now()
+		code, out, errs := simMain(t, append([]string{"simulate"}, tc.args...)...)
+		if code != ExitUsage || out != "" || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.want)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%v: refused after %s: it allocated first", tc.args, took)
 		}
 	}
 }

@@ -39,23 +39,39 @@ type Options struct {
 	Timeout  time.Duration
 	Name     string // client name shown by the server
 
+	// Set by a natscli context only.
+	UserJWT     string // user_jwt: with user_seed or nkey, or a bearer JWT alone
+	UserSeed    string // user_seed
+	InboxPrefix string // inbox_prefix
+	APIPrefix   string // jetstream_api_prefix (instead of a domain)
+
 	// ConfigHome is where natscli keeps contexts ($XDG_CONFIG_HOME or ~/.config).
 	ConfigHome string
+
+	from map[string]string // where each setting came from, for errors
 }
 
-// Given reports whether any server was named, by flag, environment or context.
-func (o Options) Given() bool { return o.Server != "" || o.Context != "" }
+// Named reports whether a server or a context was named (flags or
+// environment), natscli's selected context aside.
+func (o Options) Named() bool { return o.Server != "" || o.Context != "" }
+
+// Given reports whether there is a server to go to: one named, or the
+// context natscli has selected (context.txt). Every command that connects
+// when it can resolves it this way.
+func (o Options) Given() bool { return o.Named() || selectedContext(o.ConfigHome) != "" }
 
 // Kind classifies a failure so commands can map it to an exit code.
 type Kind int
 
 const (
-	KindOther Kind = iota
+	KindOther  Kind = iota
+	KindConfig      // a flag or context setting is wrong: nothing was tried
 	KindConnect
 	KindAuth
 	KindPermission
 	KindNoJetStream
 	KindTimeout
+	KindUnavailable // JetStream answered that it cannot serve: no leader
 )
 
 // Error is a connection failure described in one sentence, secrets removed.
@@ -68,6 +84,10 @@ type Error struct {
 func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
 
+func configError(format string, args ...any) *Error {
+	return &Error{Kind: KindConfig, Msg: fmt.Sprintf(format, args...)}
+}
+
 // Conn is a connection with a JetStream handle and a request deadline.
 type Conn struct {
 	NC      *nats.Conn
@@ -77,6 +97,7 @@ type Conn struct {
 	// APIPrefix is where JetStream API requests go: "$JS.API." or "$JS.<domain>.API.".
 	APIPrefix string
 
+	domain   string
 	mu       sync.Mutex
 	watchers map[int]context.CancelCauseFunc
 	nextID   int
@@ -85,13 +106,39 @@ type Conn struct {
 // Open resolves the options (context file, defaults), connects, and checks
 // that JetStream answers.
 func Open(ctx context.Context, o Options) (*Conn, error) {
+	c, err := Dial(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CheckJetStream(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Dial resolves the options and connects, without asking JetStream
+// anything: for a watch that keeps going while JetStream is unavailable.
+func Dial(ctx context.Context, o Options) (*Conn, error) {
 	o, err := resolve(o)
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{Timeout: o.Timeout, Server: Redact(o.Server), APIPrefix: jetstream.DefaultAPIPrefix, watchers: map[int]context.CancelCauseFunc{}}
-	if o.JSDomain != "" {
+	c := &Conn{Timeout: o.Timeout, Server: Redact(o.Server), APIPrefix: jetstream.DefaultAPIPrefix, domain: o.JSDomain, watchers: map[int]context.CancelCauseFunc{}}
+	switch {
+	case o.JSDomain != "" && o.APIPrefix != "":
+		return nil, configError("%s and %s are both set: a JetStream domain and an API prefix say the same thing twice; give one", o.where("jetstream_domain"), o.where("jetstream_api_prefix"))
+	case o.JSDomain != "":
+		if !validPrefix(o.JSDomain) || strings.Contains(o.JSDomain, ".") {
+			return nil, configError("%s %q: not a JetStream domain name", o.where("jetstream_domain"), o.JSDomain)
+		}
 		c.APIPrefix = "$JS." + o.JSDomain + ".API."
+	case o.APIPrefix != "":
+		p := strings.TrimSuffix(o.APIPrefix, ".")
+		if !validPrefix(p) {
+			return nil, configError("%s %q: not a subject prefix", o.where("jetstream_api_prefix"), o.APIPrefix)
+		}
+		c.APIPrefix = p + "."
 	}
 	opts, err := natsOptions(o, c)
 	if err != nil {
@@ -102,19 +149,14 @@ func Open(ctx context.Context, o Options) (*Conn, error) {
 		return nil, err
 	}
 	c.NC = nc
-	var jsOpts []jetstream.JetStreamOpt
 	if o.JSDomain != "" {
-		c.JS, err = jetstream.NewWithDomain(nc, o.JSDomain, jsOpts...)
+		c.JS, err = jetstream.NewWithDomain(nc, o.JSDomain)
 	} else {
-		c.JS, err = jetstream.New(nc, jsOpts...)
+		c.JS, err = jetstream.NewWithAPIPrefix(nc, c.APIPrefix)
 	}
 	if err != nil {
 		nc.Close()
 		return nil, &Error{Kind: KindOther, Msg: "cannot use JetStream: " + err.Error(), Err: err}
-	}
-	if err := c.checkJetStream(ctx, o.JSDomain); err != nil {
-		nc.Close()
-		return nil, err
 	}
 	return c, nil
 }
@@ -155,7 +197,10 @@ func (c *Conn) Close() {
 	}
 }
 
-func (c *Conn) checkJetStream(ctx context.Context, domain string) error {
+// CheckJetStream asks JetStream for the account's information: an answer
+// means JetStream is enabled and reachable.
+func (c *Conn) CheckJetStream(ctx context.Context) error {
+	domain := c.domain
 	ctx, cancel := c.Guard(ctx)
 	defer cancel()
 	ctx, cancelTimeout := c.Ctx(ctx) // --timeout, not the jetstream package's default
@@ -177,6 +222,27 @@ func (c *Conn) checkJetStream(ctx context.Context, domain string) error {
 			"JetStream is not enabled for %s on %s: start nats-server with -js (or jetstream {} in its config) and check the account's JetStream limits and --js-domain", where, c.Server)}
 	}
 	return c.Classify(ctx, err)
+}
+
+// Diagnose looks for the reason behind a request that timed out: when
+// JetStream itself says it cannot answer (a cluster without a leader), that
+// is the error to show. Anything else is returned as it was.
+func (c *Conn) Diagnose(ctx context.Context, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindTimeout || ctx.Err() != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, min(c.Timeout, time.Second))
+	defer cancel()
+	_, aerr := c.JS.AccountInfo(dctx)
+	if u := Unavailable(c.Server, aerr); u != nil {
+		return u
+	}
+	if errors.Is(aerr, context.DeadlineExceeded) && ctx.Err() == nil {
+		return &Error{Kind: KindTimeout, Err: err, Msg: fmt.Sprintf(
+			"no answer from %s within %s, not even to an account request: JetStream may have lost its leader (most of a cluster's nodes down or cut off) or be overloaded; check with nats server report jetstream", c.Server, c.Timeout)}
+	}
+	return err
 }
 
 // Ctx returns a context with the request deadline.
@@ -229,6 +295,9 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 	if cause := context.Cause(ctx); cause != nil && errors.As(cause, &e) {
 		return e
 	}
+	if u := Unavailable(c.Server, err); u != nil {
+		return u
+	}
 	switch {
 	case errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation"):
 		return &Error{Kind: KindPermission, Err: err, Msg: fmt.Sprintf("permission denied on %s: %s", c.Server, permissionDetail(err))}
@@ -239,6 +308,22 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 		return &Error{Kind: KindConnect, Err: err, Msg: fmt.Sprintf("lost the connection to %s: check the server and the network", c.Server)}
 	}
 	return &Error{Kind: KindOther, Err: err, Msg: err.Error()}
+}
+
+// errCodeClusterNotAvailable is the server's "JetStream system temporarily
+// unavailable" (503): the cluster has no meta leader.
+const errCodeClusterNotAvailable = 10008
+
+// Unavailable says in words that JetStream answered 503 (no meta leader:
+// most of a cluster's nodes are down or cut off), or returns nil for any
+// other error. description may come from elsewhere (a raw API answer).
+func Unavailable(server string, err error) *Error {
+	var ae *jetstream.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode != errCodeClusterNotAvailable {
+		return nil // other 503s, such as JetStream not enabled, say their own thing
+	}
+	return &Error{Kind: KindUnavailable, Err: err, Msg: fmt.Sprintf(
+		"JetStream on %s cannot answer: the cluster has no leader (most of its nodes are down or cut off from each other); check the cluster with nats server report jetstream", server)}
 }
 
 func classifyConnect(err error, server string) error {
@@ -306,33 +391,14 @@ func natsOptions(o Options, c *Conn) ([]nats.Option, error) {
 			}
 		}),
 	}
-	if o.Creds != "" {
-		opts = append(opts, nats.UserCredentials(o.Creds))
+	auth, err := authOptions(o)
+	if err != nil {
+		return nil, err
 	}
-	if o.NKey != "" {
-		opt, err := nats.NkeyOptionFromSeed(o.NKey)
-		if err != nil {
-			return nil, &Error{Kind: KindAuth, Err: err, Msg: fmt.Sprintf("cannot read the nkey seed file %s: check the path and that it holds a user seed", o.NKey)}
-		}
-		opts = append(opts, opt)
+	secure, err := tlsOptions(o)
+	if err != nil {
+		return nil, err
 	}
-	if o.User != "" {
-		opts = append(opts, nats.UserInfo(o.User, o.Password))
-	}
-	if o.Token != "" {
-		opts = append(opts, nats.Token(o.Token))
-	}
-	if o.TLSCert != "" || o.TLSKey != "" {
-		if o.TLSCert == "" || o.TLSKey == "" {
-			return nil, &Error{Kind: KindConnect, Msg: "--tlscert and --tlskey go together: give both or neither"}
-		}
-		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
-	}
-	if o.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(o.TLSCA))
-	}
-	if o.TLSFirst {
-		opts = append(opts, nats.TLSHandshakeFirst())
-	}
+	opts = append(append(opts, auth...), secure...)
 	return opts, nil
 }

@@ -165,6 +165,9 @@ func contains(list []string, s string) bool {
 func (j *judge) laneOf(ci *jetstream.ConsumerInfo, layouts []*layout) (Lane, *layout, bool) {
 	filter, single := singleFilter(ci.Config)
 	tag, tagged := lanelist.TagOf(ci.Config)
+	// Metadata is anyone's to write: a partition count beyond the bound is
+	// not a lane's, and would have every per-partition check loop on it.
+	tagged = tagged && planner.CheckPartitions(tag.Partitions) == nil
 	if tagged {
 		var home *layout
 		for _, l := range layouts {
@@ -267,7 +270,7 @@ func (j *judge) unavailable(name string, state State, reason string, layouts []*
 	if m := laneName.FindStringSubmatch(name); m != nil {
 		n, _ := strconv.Atoi(m[2])
 		p, _ := strconv.Atoi(m[3])
-		if n > 0 && p < n {
+		if planner.CheckPartitions(n) == nil && p < n {
 			lane.Design, lane.Partitions, lane.Partition, lane.Tagged = m[1], n, p, true
 			for _, l := range layouts {
 				if l.Partitions == n {

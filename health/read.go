@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -40,7 +41,7 @@ type Options struct {
 
 // Defaults for Options.
 const (
-	DefaultMaxSubjects = 100_000 // one page of the server's subject list
+	DefaultMaxSubjects = planner.MaxSubjects // one page of the server's subject list
 	DefaultConcurrency = 64
 )
 
@@ -49,23 +50,25 @@ var ErrStreamNotFound = errors.New("stream not found")
 
 // Read reads the stream and its lanes and judges them. Requests: one
 // stream info, the CONSUMER.LIST pages (256 lanes each), one message
-// lookup per lane with a backlog (at most Concurrency at once, all within
-// one request deadline), and the subject list when the placement check
-// runs. Every request has the connection's deadline.
+// lookup per lane with a backlog (at most Concurrency at once), and the
+// subject list when the placement check runs. The whole read has one
+// deadline, the connection's timeout: in a cluster, lanes whose leader
+// does not answer in time are named, not waited for.
 func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 	if o.Stream == "" {
 		return nil, errors.New("no stream given")
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
 	rd := &reader{c: c, o: o}
 	stream, info, err := rd.streamInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	listing, err := lanelist.List(ctx, c, o.Stream)
+	listing, err := rd.list(ctx)
 	if err != nil {
-		return nil, rd.classify(ctx, err)
+		return nil, err
 	}
-	rd.requests.Add(int64(listing.Requests))
 
 	r := &Report{
 		Stream:       o.Stream,
@@ -87,10 +90,13 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 			j.headsTimedOut = rd.heads(ctx, stream, r.Lanes, layouts)
 		}()
 	}
-	placed, err := rd.placement(ctx, stream, info, layouts)
+	placed := rd.placement(ctx, stream, info, layouts)
 	wg.Wait()
-	if err != nil {
-		return nil, err
+	if placed != nil && placed.failed != "" {
+		j.add(Finding{Severity: Info, Code: "placement_unchecked",
+			Message: "placement not checked: the stream's subject list did not arrive: " + placed.failed,
+			Advice:  "run inspect again, or raise --timeout"})
+		placed = nil
 	}
 	j.placement = placed
 	j.judgeLanes()
@@ -112,12 +118,148 @@ type reader struct {
 func (rd *reader) classify(ctx context.Context, err error) error {
 	var ae *lanelist.APIError
 	if errors.As(err, &ae) && ae.ErrCode == lanelist.ErrCodeStreamNotFound || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w: %s (check --stream and the account)", ErrStreamNotFound, rd.o.Stream)
+		return fmt.Errorf("%w: %s (check --stream and the account)", ErrStreamNotFound, planner.Printable(rd.o.Stream, 255))
 	}
 	if errors.As(err, &ae) {
-		return err
+		if ae.Code == 503 && ae.ErrCode == 10008 { // no meta leader
+			return connect.Unavailable(rd.c.Server, &jetstream.APIError{Code: ae.Code, ErrorCode: jetstream.ErrorCode(ae.ErrCode), Description: ae.Description})
+		}
+		return fmt.Errorf("the server refused to list the consumers of %s: %s (err_code %d)", rd.o.Stream, planner.Printable(ae.Description, 200), ae.ErrCode)
 	}
 	return rd.c.Classify(ctx, err)
+}
+
+// listShare is the part of the deadline CONSUMER.LIST may take. In a
+// cluster the server waits up to 4 s for every lane's leader before it
+// answers; when that is more than the deadline allows, the rest of it goes
+// to asking each lane on its own, so the lanes that answer are shown and
+// the others named.
+const listShare = 0.6
+
+// list reads every consumer of the stream: one CONSUMER.LIST pass, or, when
+// it does not answer within its share of the deadline, consumer names and
+// one CONSUMER.INFO per consumer.
+func (rd *reader) list(ctx context.Context) (*lanelist.Listing, error) {
+	budget := rd.c.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = time.Until(d)
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Duration(float64(budget)*listShare))
+	listing, err := lanelist.List(lctx, rd.c, rd.o.Stream)
+	cancel()
+	if err == nil {
+		rd.requests.Add(int64(listing.Requests))
+		return listing, nil
+	}
+	var ce *connect.Error
+	if ctx.Err() != nil || !errors.As(err, &ce) || ce.Kind != connect.KindTimeout {
+		return nil, rd.classify(ctx, err)
+	}
+	return rd.listByName(ctx)
+}
+
+// listByName is list's slow path: the names come from the meta leader,
+// which answers at once; the infos from each consumer's leader, 64 in
+// flight, within what is left of the deadline. A consumer whose leader does
+// not answer is missing; one whose leader answers with an error is offline.
+func (rd *reader) listByName(ctx context.Context) (*lanelist.Listing, error) {
+	ctx, release := rd.c.Guard(ctx) // a permissions violation fails at once
+	defer release()
+	names, err := rd.consumerNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &lanelist.Listing{Offline: map[string]string{}}
+	infos := make([]*jetstream.ConsumerInfo, len(names))
+	problems := make([]string, len(names))
+	sem := make(chan struct{}, DefaultConcurrency)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			rd.requests.Add(1)
+			infos[i], problems[i] = rd.consumerInfo(ctx, name)
+		}()
+	}
+	wg.Wait()
+	var denied *connect.Error
+	if errors.As(context.Cause(ctx), &denied) {
+		return nil, denied
+	}
+	for i, name := range names {
+		switch {
+		case infos[i] != nil:
+			out.Consumers = append(out.Consumers, infos[i])
+		case problems[i] == "":
+			out.Missing = append(out.Missing, name)
+		case problems[i] != "deleted":
+			out.Offline[name] = problems[i]
+		}
+	}
+	return out, nil
+}
+
+// consumerNames reads CONSUMER.NAMES, 1,024 a page.
+func (rd *reader) consumerNames(ctx context.Context) ([]string, error) {
+	var names []string
+	for {
+		var resp struct {
+			Error *struct {
+				Code        int    `json:"code"`
+				ErrCode     int    `json:"err_code"`
+				Description string `json:"description"`
+			} `json:"error"`
+			Total     int      `json:"total"`
+			Consumers []string `json:"consumers"`
+		}
+		if err := rd.request(ctx, "CONSUMER.NAMES."+rd.o.Stream, map[string]int{"offset": len(names)}, &resp); err != nil {
+			return nil, rd.classify(ctx, err)
+		}
+		if resp.Error != nil {
+			return nil, rd.classify(ctx, &lanelist.APIError{Code: resp.Error.Code, ErrCode: resp.Error.ErrCode, Description: resp.Error.Description})
+		}
+		names = append(names, resp.Consumers...)
+		if len(resp.Consumers) == 0 || len(names) >= resp.Total {
+			return names, nil
+		}
+	}
+}
+
+// consumerInfo asks one consumer's leader. It returns the info, or why not:
+// "" when no answer came in time, "deleted" for a consumer gone since.
+func (rd *reader) consumerInfo(ctx context.Context, name string) (*jetstream.ConsumerInfo, string) {
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		jetstream.ConsumerInfo
+	}
+	if err := rd.request(ctx, "CONSUMER.INFO."+rd.o.Stream+"."+name, nil, &resp); err != nil {
+		return nil, ""
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == 10014 { // consumer not found
+			return nil, "deleted"
+		}
+		return nil, planner.Printable(resp.Error.Description, 200)
+	}
+	return &resp.ConsumerInfo, ""
+}
+
+// request sends one JetStream API request under ctx and decodes the answer.
+func (rd *reader) request(ctx context.Context, api string, body any, out any) error {
+	var data []byte
+	if body != nil {
+		data, _ = json.Marshal(body)
+	}
+	msg, err := rd.c.NC.RequestWithContext(ctx, rd.c.APIPrefix+api, data)
+	if err != nil {
+		return rd.c.Classify(ctx, err)
+	}
+	return json.Unmarshal(msg.Data, out)
 }
 
 // streamInfo is the one stream info request.
@@ -183,27 +325,26 @@ func storedKey(layouts []*layout, subject string) string {
 
 // placement reads the stream's subjects (when there are few enough) and
 // counts messages stored outside every partition layout, or in a partition
-// their key does not hash to: both were published around the mapping.
-func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *jetstream.StreamInfo, layouts []*layout) (*placementResult, error) {
+// their key does not hash to: both were published around the mapping. A
+// list that does not arrive in time leaves placement unchecked.
+func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *jetstream.StreamInfo, layouts []*layout) *placementResult {
 	limit := rd.o.MaxSubjects
 	if limit == 0 {
 		limit = DefaultMaxSubjects
 	}
 	if limit < 0 || len(layouts) == 0 || info.State.Msgs == 0 {
-		return nil, nil
+		return nil
 	}
 	if info.State.NumSubjects > uint64(limit) {
-		return &placementResult{unchecked: int(info.State.NumSubjects), limit: limit}, nil
+		return &placementResult{unchecked: int(info.State.NumSubjects), limit: limit}
 	}
-	rctx, cancel := rd.c.Ctx(ctx)
-	defer cancel()
 	pages := max(1, (int(info.State.NumSubjects)+DefaultMaxSubjects-1)/DefaultMaxSubjects)
 	rd.requests.Add(int64(pages))
-	full, err := stream.Info(rctx, jetstream.WithSubjectFilter(">"))
+	full, err := stream.Info(ctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
-		return nil, rd.classify(rctx, err)
+		return &placementResult{failed: rd.classify(ctx, err).Error()}
 	}
-	return checkPlacement(full.State.Subjects, layouts), nil
+	return checkPlacement(full.State.Subjects, layouts)
 }
 
 // placementResult counts messages by where they are stored.
@@ -212,6 +353,7 @@ type placementResult struct {
 	unpartitionedSubjects, misplacedN  int    // subjects
 	unpartitionedSample, misplacedList []string
 	unchecked, limit                   int               // subjects, when there were too many to check
+	failed                             string            // why the subject list could not be read
 	unmatched                          map[string]uint64 // unpartitioned subjects -> messages (retired generations are told apart in findings.go)
 }
 

@@ -67,7 +67,6 @@ const (
 	DefaultStorage       = "file"
 	DefaultRetention     = "limits"
 	DefaultReplicas      = 1
-	MaxPartitions        = 16384
 	serverMaxConsumers   = 1000 // nats-server's default cap on consumers per stream
 	maxNameLen           = 255
 )
@@ -218,11 +217,8 @@ func (d *Design) validate() error {
 	if err := d.validateKeyTokens(w); err != nil {
 		return err
 	}
-	if d.Partitions < 1 {
-		return d.fieldErr("partitions", fmt.Sprint(d.Partitions), "must be at least 1")
-	}
-	if d.Partitions > MaxPartitions {
-		return d.fieldErr("partitions", fmt.Sprint(d.Partitions), "more than %d lanes: every lane is a consumer on the server; use fewer partitions", MaxPartitions)
+	if err := CheckPartitions(d.Partitions); err != nil {
+		return d.fieldErr("partitions", fmt.Sprint(d.Partitions), "%v", err)
 	}
 	if d.Mapping != MappingStream && d.Mapping != MappingAccount {
 		return d.fieldErr("mapping", d.Mapping, "must be %q (a stream subject transform) or %q (an account mapping the operator installs)", MappingStream, MappingAccount)
@@ -397,6 +393,18 @@ func Fields() []string {
 		"lane.pinned", "lane.pinned_ttl", "lane.replicas"}
 	sort.Strings(f)
 	return f
+}
+
+// CheckStreamName says why s cannot name a stream, or returns nil: the
+// server's rule, checked before any request.
+func CheckStreamName(s string) error {
+	switch {
+	case !validName(s):
+		return fmt.Errorf("not a valid stream name: no spaces, '.', '*', '>', '/' or '\\'")
+	case len(s) > maxNameLen:
+		return fmt.Errorf("not a valid stream name: longer than %d characters", maxNameLen)
+	}
+	return nil
 }
 
 // validName follows the server's rule for stream and consumer names.

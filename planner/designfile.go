@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +21,14 @@ func ParseDesign(data []byte, filename string) (Design, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return d, fmt.Errorf("%s: the design file is empty", filename)
 	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return d, yamlError(filename, err)
+	}
+	// The YAML library truncates 8.5 into an int field: refuse it first.
+	if err := wholeNumbers(&root, "", filename); err != nil {
+		return d, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&d); err != nil {
@@ -28,10 +37,6 @@ func ParseDesign(data []byte, filename string) (Design, error) {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return d, fmt.Errorf("%s: holds more than one document; a design file has one", filename)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return d, yamlError(filename, err)
 	}
 	d.Origin = map[string]string{}
 	recordLines(&root, "", filename, d.Origin)
@@ -55,6 +60,50 @@ func recordLines(n *yaml.Node, path, filename string, out map[string]string) {
 			recordLines(n.Content[i+1], key, filename, out)
 		}
 	}
+}
+
+// wholeFields are the design's whole-number settings.
+var wholeFields = map[string]bool{
+	"partitions": true, "key_tokens": true, "stream.replicas": true, "stream.max_consumers": true,
+	"lane.max_deliver": true, "lane.max_ack_pending": true, "lane.max_waiting": true, "lane.replicas": true,
+}
+
+// wholeNumbers refuses a number with a fraction (or too large for the
+// field) where the design wants a whole number, naming the line and field.
+func wholeNumbers(n *yaml.Node, path, filename string) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := wholeNumbers(c, path, filename); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			if path != "" {
+				key = path + "." + key
+			}
+			if err := wholeNumbers(n.Content[i+1], key, filename); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			if err := wholeNumbers(c, path, filename); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		if !wholeFields[path] || n.ShortTag() != "!!float" {
+			return nil
+		}
+		v, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil || v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return &FieldError{Field: path, Value: n.Value, Reason: "not a whole number", Origin: fmt.Sprintf("%s:%d", filename, n.Line)}
+		}
+	}
+	return nil
 }
 
 var (

@@ -106,3 +106,40 @@ func TestExamplesPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestDesignWholeNumbers: a fraction where the field is whole is an error
+// naming the line and the field, never silently truncated.
+func TestDesignWholeNumbers(t *testing.T) {
+	for _, tc := range []struct{ body, field string }{
+		{"partitions: 8.5", "lanes.yaml:3: partitions \"8.5\": not a whole number"},
+		{"stream:\n  replicas: 1.5", "lanes.yaml:4: stream.replicas \"1.5\": not a whole number"},
+		{"lane:\n  max_ack_pending: 1.9", "lanes.yaml:4: lane.max_ack_pending \"1.9\": not a whole number"},
+		{"lane:\n  max_deliver: 2.7", "lanes.yaml:4: lane.max_deliver \"2.7\": not a whole number"},
+		{"key_tokens: [1.5]", "lanes.yaml:3: key_tokens \"1.5\": not a whole number"},
+		{"partitions: .inf", "not a whole number"},
+	} {
+		_, err := ParseDesign([]byte("name: a\nsubject: a.*\n"+tc.body+"\n"), "lanes.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%q: got %v, want %q", tc.body, err, tc.field)
+		}
+	}
+	d, err := ParseDesign([]byte("name: a\nsubject: a.*\npartitions: 8.0\n"), "lanes.yaml")
+	if err != nil || d.Partitions != 8 {
+		t.Fatalf("8.0 is whole: %v %d", err, d.Partitions)
+	}
+}
+
+// TestDestinationBounds: an adopted destination's partition count obeys
+// the same bound as --partitions.
+func TestDestinationBounds(t *testing.T) {
+	for _, n := range []string{"20000", "4294967296", "0", "-3"} {
+		_, err := New(Design{Name: "a", Subject: "a.*", Destination: Destination("a.{{partition(" + n + ",1)}}.{{wildcard(1)}}")})
+		if err == nil || !strings.Contains(err.Error(), "partition count") {
+			t.Errorf("partition(%s): %v", n, err)
+		}
+	}
+	p, err := New(Design{Name: "a", Subject: "a.*", Destination: "a.{{partition(16384,1)}}.{{wildcard(1)}}"})
+	if err != nil || len(p.Lanes) != MaxPartitions {
+		t.Fatalf("the bound itself is allowed: %v", err)
+	}
+}

@@ -13,12 +13,17 @@ func FuzzDesign(f *testing.F) {
 	f.Add([]byte("name: d\nsubject: a.*\ndestination: a.{{partition(3,1)}}.{{wildcard(1)}}\n"))
 	f.Add([]byte(`{"name": "x", "subject": "*", "lane": {"backoff": ["1s"], "max_deliver": 2}}`))
 	f.Add([]byte("name: d\nsubject: a.*\nlane:\n  pinned: true\n  pinned_ttl: 5s\n"))
+	f.Add([]byte("name: d\nsubject: a.*.b.*\ndestination: a.n2.{{partition(2,2,1)}}.{{wildcard(1)}}.b.{{wildcard(2)}}\n"))
+	f.Add([]byte("name: d\nsubject: a.*\ndestination: a.{{partition(20000,1)}}.{{wildcard(1)}}\n"))
+	f.Add([]byte("name: d\nsubject: a.*\ndestination: a.{{partition(4294967296,1)}}.{{wildcard(1)}}\n"))
+	f.Add([]byte("name: d\nsubject: a.*\npartitions: 8.5\nlane:\n  max_ack_pending: 1.9\n"))
+	f.Add([]byte(`{"name": "x", "subject": "a.*", "partitions": 1e3, "stream": {"replicas": 1.5}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := ParseDesign(data, "fuzz.yaml")
 		if err != nil {
 			return
 		}
-		if d.Partitions > 64 {
+		if d.Partitions > 64 && d.Destination == "" {
 			d.Partitions = 64 // keep iterations fast; the limits are tested elsewhere
 		}
 		p, err := New(d)
@@ -27,6 +32,9 @@ func FuzzDesign(f *testing.F) {
 				t.Fatal("empty error message")
 			}
 			return
+		}
+		if err := CheckPartitions(len(p.Lanes)); err != nil {
+			t.Fatalf("planned %d lanes: %v", len(p.Lanes), err)
 		}
 		checkPlan(t, p)
 	})

@@ -152,21 +152,71 @@ func TestSkew(t *testing.T) {
 	hot, _, _ := a.Place(1, []byte("k.hot 5000"))
 	tally.Add(hot)
 	s := tally.Skew(p, 3)
-	if s.Total != 6000 || s.Lines != 1001 {
+	if s.Messages != 6000 || s.Lines != 1001 || s.Keys != 1001 || s.KeysApprox {
 		t.Fatalf("totals %+v", s)
 	}
 	var sum int64
-	for _, c := range s.PerLane {
+	for _, c := range s.LaneMessages {
 		sum += c
 	}
-	if sum != 6000 || s.Mean != 1500 || s.Max < 5000 || s.MaxToMean != float64(s.Max)/1500 {
+	m := s.MessagesPerLane
+	if sum != 6000 || m.Mean != 1500 || m.Max < 5000 || s.MaxToMean != float64(m.Max)/1500 {
 		t.Fatalf("skew %+v", s)
 	}
-	if c := s.HotKeys[0].Count; s.HotKeys[0].Key != "hot" || c < 5000-s.MaxError || c > 5000+s.MaxError || s.HotKeys[0].Lane != p.Lanes[hot.Partition].Name {
-		t.Fatalf("hottest key %+v", s.HotKeys[0])
+	if h := s.HotKeys[0]; h.Key != "hot" || h.Count != 5000 || s.HotKeysApprox || h.Lane != p.Lanes[hot.Partition].Name {
+		t.Fatalf("few keys are counted exactly: hottest key %+v", h)
 	}
-	if s.HotLanes[0].Partition != hot.Partition {
+	if s.HotLanes[0].Partition != hot.Partition || s.HotLanes[0].Messages != m.Max {
 		t.Fatalf("hottest lane %+v", s.HotLanes[0])
+	}
+}
+
+// TestKeysAndMessages: a lane's distinct keys and its messages are two
+// figures: two keys with 15,300 messages are 2 keys, not 15,300.
+func TestKeysAndMessages(t *testing.T) {
+	p := mustPlan(t, Design{Name: "d", Subject: "k.*", Partitions: 8})
+	a := NewAssigner(p)
+	tally := NewTally(8)
+	for _, line := range []string{"k.alice 15000", "k.alice 200", "k.x 100"} {
+		pl, _, _ := a.Place(1, []byte(line))
+		tally.Add(pl)
+	}
+	s := tally.Skew(p, 8)
+	alice, _ := p.Layout.PartitionOf([]byte("k.alice"))
+	x, _ := p.Layout.PartitionOf([]byte("k.x"))
+	wantKeys := map[int]int64{alice: 1}
+	wantKeys[x]++
+	for i := range p.Lanes {
+		if s.LaneKeys[i] != wantKeys[i] {
+			t.Fatalf("lane %d: %d keys, want %d", i, s.LaneKeys[i], wantKeys[i])
+		}
+	}
+	if s.LaneMessages[alice] < 15200 || s.Keys != 2 || s.Messages != 15300 || s.Lines != 3 {
+		t.Fatalf("skew %+v", s)
+	}
+}
+
+// TestDistinctKeysEstimated: beyond the exact limit, distinct keys per lane
+// are estimated within a few percent; repeated keys are not counted twice.
+func TestDistinctKeysEstimated(t *testing.T) {
+	p := mustPlan(t, Design{Name: "d", Subject: "k.*", Partitions: 8})
+	a := NewAssigner(p)
+	tally := NewTally(8)
+	truth := make([]int64, 8)
+	for i := 0; i < 100_000; i++ {
+		pl, _, _ := a.Place(1, []byte(fmt.Sprintf("k.u%d", i)))
+		truth[pl.Partition]++
+		tally.Add(pl)
+		tally.Add(pl) // each key twice: still one key
+	}
+	s := tally.Skew(p, 1)
+	if !s.KeysApprox || s.Messages != 200_000 {
+		t.Fatalf("skew %+v", s)
+	}
+	for i, got := range s.LaneKeys {
+		if d := float64(got-truth[i]) / float64(truth[i]); d > 0.05 || d < -0.05 {
+			t.Fatalf("lane %d: estimated %d distinct keys, truth %d", i, got, truth[i])
+		}
 	}
 }
 
@@ -186,15 +236,48 @@ func TestHotKeysBoundedMemory(t *testing.T) {
 		pl, _, _ := a.Place(i, []byte(line))
 		tally.Add(pl)
 	}
-	if n := len(tally.hot.heap); n > HotKeyCapacity {
+	if n := len(tally.keys.heap); n > HotKeyCapacity || tally.keys.exact != nil {
 		t.Fatalf("tracking %d keys, bound is %d", n, HotKeyCapacity)
 	}
 	s := tally.Skew(p, 2)
 	if s.HotKeys[0].Key != "whale" || s.HotKeys[1].Key != "dolphin" || !s.HotKeysApprox {
 		t.Fatalf("hot keys %+v", s.HotKeys)
 	}
-	// Estimates are within the total subtracted of the truth.
-	if c := s.HotKeys[0].Count; c < 100_000-s.MaxError || c > 100_000+s.MaxError {
+	// Estimates are never below the truth, and above it by at most the bound.
+	if c := s.HotKeys[0].Count; c < 100_000 || c > 100_000+s.MaxError {
 		t.Fatalf("whale count %d, error bound %d", c, s.MaxError)
+	}
+}
+
+// TestLineErrorQuoted: a bad line is quoted cut and escaped, never whole.
+func TestLineErrorQuoted(t *testing.T) {
+	p := mustPlan(t, seed())
+	a := NewAssigner(p)
+	long := "x.y." + strings.Repeat("a", 1<<20)
+	_, _, err := a.Place(7, []byte(long))
+	if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "line 7:") || !strings.Contains(err.Error(), "1048580 bytes") {
+		t.Fatalf("%d bytes: %.300s", len(err.Error()), err)
+	}
+	_, _, err = a.Place(2, []byte("x.\x1b[2J\u202e.z"))
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\u202e") || !strings.Contains(err.Error(), `\x1b[2J\u202e`) {
+		t.Fatalf("escape sequences must be escaped: %q", err)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"alice":                 "alice",
+		"日本":                    "日本",
+		"a\x1b[31mb":            `a\x1b[31mb`,
+		"\u202eevil":            `\u202eevil`,
+		"bad\xffutf8":           `bad\xffutf8`,
+		strings.Repeat("x", 12): "xxxxxxxxxx... (12 bytes)",
+	} {
+		if got := Printable(in, 10); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Quote("日本語", 4); got != `"日"... (9 bytes)` {
+		t.Errorf("a cut never splits a character: %s", got)
 	}
 }

@@ -148,8 +148,11 @@ func (l *Layout) parseDestToken(t string) (destToken, error) {
 	w := len(l.wildPos)
 	switch name {
 	case "partition":
-		if len(args) == 0 || args[0] < 1 {
-			return destToken{}, fmt.Errorf("token %q: the partition count must be at least 1", t)
+		if len(args) == 0 {
+			return destToken{}, fmt.Errorf("token %q: no partition count", t)
+		}
+		if err := CheckPartitions(args[0]); err != nil {
+			return destToken{}, fmt.Errorf("token %q: the partition count %d: %v", t, args[0], err)
 		}
 		if len(args) == 1 {
 			return destToken{}, fmt.Errorf("token %q: partition(n) without token positions hashes the whole subject; name the key tokens, e.g. partition(%d,1)", t, args[0])
@@ -219,8 +222,12 @@ func (l *Layout) Describe() string {
 	return l.subject("<partition>", func(i int) string { return fmt.Sprintf("<token%d>", i) })
 }
 
-// Partition is the server's partition(): FNV-1a 32-bit over the key bytes, mod n.
+// Partition is the server's partition(): FNV-1a 32-bit over the key bytes,
+// mod n. n must be within CheckPartitions' bounds.
 func Partition(key []byte, n int) int {
+	if n < 1 {
+		return 0
+	}
 	h := uint32(2166136261)
 	for _, c := range key {
 		h ^= uint32(c)

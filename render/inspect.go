@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // InspectTable prints the lane report: a stream line, one row per lane with
@@ -28,13 +29,13 @@ func InspectTable(w io.Writer, s Styles, r *health.Report) error {
 }
 
 func inspectHeading(w io.Writer, s Styles, r *health.Report) {
-	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Stream %s: last seq %d, %d messages, %d consumers", r.Stream, r.LastSeq, r.Messages, r.Consumers)))
+	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Stream %s: last seq %d, %d messages, %d consumers", clean(r.Stream), r.LastSeq, r.Messages, r.Consumers)))
 	for _, l := range r.Layouts {
 		where := map[string]string{"design": "design file", "stream": "stream subject transform", "lanes": "lane metadata"}[l.Origin]
 		if l.Current {
 			where += ", current"
 		}
-		s.kv(w, [][2]string{{"mapping", fmt.Sprintf("%s -> %s (%s)", l.Source, l.Destination, where)}})
+		s.kv(w, [][2]string{{"mapping", fmt.Sprintf("%s -> %s (%s)", clean(l.Source), clean(l.Destination), where)}})
 	}
 }
 
@@ -68,7 +69,7 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 	}
 	num := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	return []laneColumn{
-		{"LANE", func(l health.Lane) string { return l.Name }, always},
+		{"LANE", func(l health.Lane) string { return clean(l.Name) }, always},
 		{"P", func(l health.Lane) string {
 			if l.Partition < 0 {
 				return "?"
@@ -87,7 +88,7 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 		{"DELIV/S", ok(func(l health.Lane) string { return rateText(l.DeliveredRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"ACK/S", ok(func(l health.Lane) string { return rateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"PINNED", ok(pinnedText), anyLane(func(l health.Lane) bool { return l.PinnedTTL > 0 })},
-		{"LEADER", func(l health.Lane) string { return dash(l.Leader) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
+		{"LEADER", func(l health.Lane) string { return dash(clean(l.Leader)) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
 		{"STATE", func(l health.Lane) string { return stateText(s, l) }, always},
 		{"BACKLOG", ok(func(l health.Lane) string { return num(l.Backlog) }), always},
 	}
@@ -138,7 +139,7 @@ func pinnedText(l health.Lane) string {
 	if l.PinnedClient == "" {
 		return "-"
 	}
-	id := l.PinnedClient
+	id := clean(l.PinnedClient)
 	if len(id) > 8 {
 		id = id[:8]
 	}
@@ -262,8 +263,8 @@ func Findings(w io.Writer, s Styles, fs []health.Finding) {
 		default:
 			label = s.Dim.Render(label)
 		}
-		fmt.Fprintf(w, "  %s%s  %s: %s\n", label, pad, f.Code, f.Message)
-		fmt.Fprintf(w, "  %s  %s\n", strings.Repeat(" ", len("CRITICAL")), s.Dim.Render("-> "+f.Advice))
+		fmt.Fprintf(w, "  %s%s  %s: %s\n", label, pad, f.Code, planner.Printable(f.Message, maxFinding))
+		fmt.Fprintf(w, "  %s  %s\n", strings.Repeat(" ", len("CRITICAL")), s.Dim.Render("-> "+planner.Printable(f.Advice, maxFinding)))
 	}
 }
 
@@ -272,14 +273,14 @@ func KeyPlaces(w io.Writer, s Styles, places []health.KeyPlace) {
 	for _, p := range places {
 		lanes := "no lane (a gap: its messages are never delivered)"
 		if len(p.Lanes) > 0 {
-			lanes = "lane " + s.Heading.Render(strings.Join(p.Lanes, ", "))
+			lanes = "lane " + s.Heading.Render(clean(strings.Join(p.Lanes, ", ")))
 		}
 		state := ""
 		if !p.Layout.Current && len(places) > 1 {
 			state = " (older partitioning: its earlier messages drain here)"
 		}
-		fmt.Fprintf(w, "%s (key %s) is in partition %d of %s: %s%s\n", p.Subject, p.Key, p.Partition, p.Layout.Destination, lanes, state)
-		s.kv(w, [][2]string{{"stored as", p.Stored}})
+		fmt.Fprintf(w, "%s (key %s) is in partition %d of %s: %s%s\n", clean(p.Subject), clean(p.Key), p.Partition, clean(p.Layout.Destination), lanes, state)
+		s.kv(w, [][2]string{{"stored as", clean(p.Stored)}})
 	}
 	fmt.Fprintln(w)
 }
@@ -290,6 +291,6 @@ func WatchHeader(w io.Writer, s Styles, at time.Time, every time.Duration, probl
 	line := fmt.Sprintf("%s  every %s  (Ctrl-C to stop)", at.Format("15:04:05"), every)
 	fmt.Fprintln(w, s.Dim.Render(line))
 	if problem != "" {
-		fmt.Fprintln(w, s.Warn.Render(problem))
+		fmt.Fprintln(w, s.Warn.Render(planner.Printable(problem, maxFinding)))
 	}
 }

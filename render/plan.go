@@ -41,18 +41,15 @@ func PlanTable(w io.Writer, s Styles, p *planner.Plan, skew *planner.Skew) error
 
 	headers := []string{"LANE", "PARTITION", "FILTER"}
 	if skew != nil {
-		headers = append(headers, "KEYS", "")
+		headers = append(headers, "KEYS", "MESSAGES", "")
 	}
 	t := newTable(w, headers...)
-	var top int64
-	if skew != nil {
-		top = skew.Max
-	}
 	for _, l := range p.Lanes {
 		row := []string{l.Name, strconv.Itoa(l.Partition), l.Filter}
 		if skew != nil {
-			n := skew.PerLane[l.Partition]
-			row = append(row, strconv.FormatInt(n, 10), s.Bar(float64(n), float64(top), 30, skew.Mean > 0 && float64(n) > 1.5*skew.Mean))
+			m, mean := skew.LaneMessages[l.Partition], skew.MessagesPerLane.Mean
+			row = append(row, approxCount(skew.LaneKeys[l.Partition], skew.KeysApprox), strconv.FormatInt(m, 10),
+				s.Bar(float64(m), float64(skew.MessagesPerLane.Max), 30, mean > 0 && float64(m) > 1.5*mean))
 		}
 		if err := t.Append(row); err != nil {
 			return err
@@ -104,33 +101,56 @@ func skewTable(w io.Writer, s Styles, k *planner.Skew) {
 		ratio = s.Warn.Render(ratio)
 	}
 	ratio += " (1.00 is perfectly even)"
+	keys := approxCount(k.Keys, k.KeysApprox)
+	if k.KeysApprox {
+		keys += " (estimated per lane, within a few percent)"
+	}
+	kp, mp := k.KeysPerLane, k.MessagesPerLane
 	pairs := [][2]string{
 		{"lines", strconv.FormatInt(k.Lines, 10)},
-		{"keys per lane", fmt.Sprintf("min %d, max %d, mean %.1f", k.Min, k.Max, k.Mean)},
+		{"keys", keys},
+		{"messages", strconv.FormatInt(k.Messages, 10)},
+		{"keys per lane", fmt.Sprintf("min %s, max %s, mean %.1f", approxCount(kp.Min, k.KeysApprox), approxCount(kp.Max, k.KeysApprox), kp.Mean)},
+		{"messages per lane", fmt.Sprintf("min %d, max %d, mean %.1f", mp.Min, mp.Max, mp.Mean)},
 		{"max/mean", ratio},
 		{"empty lanes", strconv.Itoa(k.Empty)},
 	}
 	var lanes []string
 	for _, l := range k.HotLanes[:min(3, len(k.HotLanes))] {
-		if l.Keys > 0 {
-			lanes = append(lanes, fmt.Sprintf("%s (%d)", l.Lane, l.Keys))
+		if l.Messages > 0 {
+			lanes = append(lanes, fmt.Sprintf("%s (%s, %s)", l.Lane, plural(l.Messages, "message"), plural(l.Keys, "key")))
 		}
 	}
 	if len(lanes) > 0 {
 		pairs = append(pairs, [2]string{"hottest lanes", strings.Join(lanes, ", ")})
 	}
-	var keys []string
+	var hot []string
 	for _, h := range k.HotKeys[:min(5, len(k.HotKeys))] {
-		keys = append(keys, fmt.Sprintf("%s x%d -> %s", h.Key, h.Count, h.Lane))
+		hot = append(hot, fmt.Sprintf("%s x%d -> %s", planner.Printable(h.Key, maxCell), h.Count, h.Lane))
 	}
-	if len(keys) > 0 {
+	if len(hot) > 0 {
 		note := ""
 		if k.HotKeysApprox {
 			note = fmt.Sprintf(" (approximate: counts may be up to %d high)", k.MaxError)
 		}
-		pairs = append(pairs, [2]string{"hottest keys", strings.Join(keys, ", ") + note})
+		pairs = append(pairs, [2]string{"hottest keys", strings.Join(hot, ", ") + note})
 	}
 	s.kv(w, pairs)
+}
+
+func plural(n int64, word string) string {
+	if n != 1 {
+		word += "s"
+	}
+	return strconv.FormatInt(n, 10) + " " + word
+}
+
+// approxCount writes a count, with ~ when it is an estimate.
+func approxCount(n int64, approx bool) string {
+	if approx {
+		return "~" + strconv.FormatInt(n, 10)
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // KeyAnswer is the answer to "which lane is this subject in".
@@ -152,8 +172,8 @@ func NewKeyAnswer(p *planner.Plan, a planner.Assignment) KeyAnswer {
 
 // KeyAnswerText prints a KeyAnswer for people.
 func KeyAnswerText(w io.Writer, s Styles, a KeyAnswer) {
-	fmt.Fprintf(w, "%s is in lane %s (partition %d)\n", a.Subject, s.Heading.Render(a.Lane), a.Partition)
-	s.kv(w, [][2]string{{"key", a.Key}, {"stored as", a.StoredSubject}, {"lane filter", a.Filter}})
+	fmt.Fprintf(w, "%s is in lane %s (partition %d)\n", planner.Printable(a.Subject, maxCell), s.Heading.Render(a.Lane), a.Partition)
+	s.kv(w, [][2]string{{"key", planner.Printable(a.Key, maxCell)}, {"stored as", planner.Printable(a.StoredSubject, maxCell)}, {"lane filter", a.Filter}})
 }
 
 // JSON writes v as indented JSON.
@@ -308,10 +328,11 @@ func (s *PlanStream) Assignment(subject, key []byte, partition int, count int64)
 	return err
 }
 
-// lanesWithKeys is the lanes array, with key counts when keys were given.
+// laneDoc is a lane, with its distinct keys and messages when keys were given.
 type laneDoc struct {
 	planner.Lane
-	Keys *int64 `json:"keys,omitempty"`
+	Keys     *int64 `json:"keys,omitempty"`
+	Messages *int64 `json:"messages,omitempty"`
 }
 
 // Close writes the lanes (with key counts), the skew, the warnings, and ends
@@ -324,8 +345,7 @@ func (s *PlanStream) Close(skew *planner.Skew) error {
 	for i, l := range s.plan.Lanes {
 		lanes[i] = laneDoc{Lane: l}
 		if skew != nil {
-			n := skew.PerLane[i]
-			lanes[i].Keys = &n
+			lanes[i].Keys, lanes[i].Messages = &skew.LaneKeys[i], &skew.LaneMessages[i]
 		}
 	}
 	tail := []struct {

@@ -13,6 +13,8 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // Styles are the lipgloss styles for one writer. Colour turns off by
@@ -44,6 +46,17 @@ func NewStyles(w io.Writer) Styles {
 		HotBar:  r.NewStyle().Foreground(lipgloss.Color("3")),
 	}
 }
+
+// maxCell bounds untrusted text (keys, subjects, names, server messages) in
+// one table cell or line; planner.Printable escapes and cuts it.
+const (
+	maxCell    = 200
+	maxFinding = 2000 // a finding's message quotes several names
+)
+
+// clean makes text that came from a server or an input file safe for a
+// terminal: escaped and cut (see planner.Printable).
+func clean(s string) string { return planner.Printable(s, maxCell) }
 
 // PlainStyles never colour, whatever the writer: for golden tests and files.
 func PlainStyles() Styles { return NewStyles(io.Discard) }

@@ -85,15 +85,33 @@ func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstre
 type Cluster struct {
 	Servers []*Server
 	t       testing.TB
+	relays  [][]*Relay // relays[i][j] carries node i's route to node j
 }
 
 // StartCluster runs n JetStream servers routed to each other and waits
 // until JetStream answers through every node and the meta leader can place
 // replicas on all of them.
-func StartCluster(t testing.TB, n int) *Cluster {
+func StartCluster(t testing.TB, n int) *Cluster { return startCluster(t, n, false) }
+
+// StartRelayedCluster is StartCluster with every route through a Relay,
+// so that Hang can make a node stop answering without leaving.
+func StartRelayedCluster(t testing.TB, n int) *Cluster { return startCluster(t, n, true) }
+
+func startCluster(t testing.TB, n int, relayed bool) *Cluster {
 	t.Helper()
 	ports := freePorts(t, n)
 	c := &Cluster{t: t}
+	if relayed {
+		c.relays = make([][]*Relay, n)
+		for i := range c.relays {
+			c.relays[i] = make([]*Relay, n)
+			for j := range c.relays[i] {
+				if j != i {
+					c.relays[i][j] = NewRelay(t, fmt.Sprintf("127.0.0.1:%d", ports[j]))
+				}
+			}
+		}
+	}
 	for i := 0; i < n; i++ {
 		opts := embedded.Options(filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i)))
 		opts.ServerName = fmt.Sprintf("n%d", i)
@@ -101,9 +119,17 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		opts.Cluster.Host = "127.0.0.1"
 		opts.Cluster.Port = ports[i]
 		for j := 0; j < n; j++ {
-			if j != i {
-				opts.Routes = append(opts.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", ports[j]))...)
+			if j == i {
+				continue
 			}
+			addr := fmt.Sprintf("127.0.0.1:%d", ports[j])
+			if relayed {
+				addr = c.relays[i][j].Addr()
+				// Gossip would tell the nodes each other's real address and
+				// make them connect around the relays: advertise a dead one.
+				opts.Cluster.Advertise = "127.0.0.1:1"
+			}
+			opts.Routes = append(opts.Routes, server.RoutesFromStr("nats://"+addr)...)
 		}
 		c.Servers = append(c.Servers, startAsync(t, opts))
 	}
@@ -129,6 +155,21 @@ func startAsync(t testing.TB, opts *server.Options) *Server {
 	ts := &Server{Server: es, Opts: opts, t: t}
 	attachLog(t, ts)
 	return ts
+}
+
+// Hang makes node i stop answering its peers, without leaving the cluster:
+// its routes stay open and silent (StartRelayedCluster only).
+func (c *Cluster) Hang(i int) {
+	c.t.Helper()
+	if c.relays == nil {
+		c.t.Fatal("Hang needs StartRelayedCluster")
+	}
+	for j := range c.relays {
+		if j != i {
+			c.relays[i][j].Freeze()
+			c.relays[j][i].Freeze()
+		}
+	}
 }
 
 // WaitForMetaLeader waits until the cluster can serve JetStream requests.

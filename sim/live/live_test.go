@@ -371,6 +371,11 @@ func TestCancelReturnsPartialResults(t *testing.T) {
 	if len(res) != 1 || res[0].Completed < 20 || res[0].Completed >= res[0].Messages {
 		t.Fatalf("want one partial result, got %+v", res)
 	}
+	// Messages that never ran do not make the final state wrong: the run
+	// was interrupted, and what ran was applied in order.
+	if r := res[0]; !r.Interrupted || !r.FinalStateCorrect || r.OrderViolations != 0 {
+		t.Errorf("interrupted %v, final state right %v, violations %d; want true, true, 0", r.Interrupted, r.FinalStateCorrect, r.OrderViolations)
+	}
 	if names := streamNames(t, js); len(names) != 0 {
 		t.Errorf("streams left after a cancelled run: %v", names)
 	}
@@ -390,4 +395,34 @@ func TestEmbeddedServer(t *testing.T) {
 	if last != 60 {
 		t.Errorf("last progress report %d, want 60", last)
 	}
+}
+
+// TestWorkersShareConnections: many workers open at most
+// MaxLiveConnections connections, and still keep every lane in order
+// (crashes included: a crashed worker's subscription goes, not the
+// connection it shares).
+func TestWorkersShareConnections(t *testing.T) {
+	s := natstest.Start(t)
+	p := newPlan(t, 40)
+	w := newWorkload(t, p, spec{keys: "uniform:200", messages: 400, process: time.Millisecond, crash: 0.05})
+	o := given(s, p, w, Lanes)
+	o.WorkersPerLane = 3               // 120 workers
+	o.AckWait = 300 * time.Millisecond // a crashed worker's message comes back soon
+	peak := 0
+	var mu sync.Mutex
+	o.Progress = func(string, int, int) {
+		n := s.NumClients()
+		mu.Lock()
+		peak = max(peak, n)
+		mu.Unlock()
+	}
+	res := run(t, o)
+	clean(t, "lanes, shared connections", res[0])
+	if res[0].Crashes == 0 {
+		t.Error("no crash happened: the test does not show recovery")
+	}
+	if peak > planner.MaxLiveConnections+2 { // + the control connection and the test's
+		t.Errorf("%d connections open for 120 workers; at most %d expected", peak, planner.MaxLiveConnections+2)
+	}
+	t.Logf("peak %d client connections", peak)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -20,6 +21,7 @@ type strategyRun struct {
 	strategy string
 	c        *connect.Conn   // control: setup, publishing, settle checks
 	workerCO connect.Options // how workers connect
+	conns    []*connect.Conn // the workers' connections, shared beyond MaxLiveConnections
 	box      *sandbox
 	lanes    []lane
 	w        *workload.Workload
@@ -66,6 +68,9 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 		return nil, err
 	}
 	err = r.run(ctx)
+	if ctx.Err() != nil {
+		r.rec.Interrupt()
+	}
 	result := r.rec.Result()
 	r.report()
 	return &result, err
@@ -109,6 +114,7 @@ func (r *strategyRun) run(ctx context.Context) error {
 	defer func() {
 		stop() // workers and publisher see the cancellation and leave
 		wg.Wait()
+		r.closeConns()
 	}()
 
 	errs := make(chan error, 1)
@@ -117,6 +123,9 @@ func (r *strategyRun) run(ctx context.Context) error {
 		case errs <- err:
 		default:
 		}
+	}
+	if err := r.openConns(ctx); err != nil {
+		return err
 	}
 	ready := r.startWorkers(ctx, &wg, fail)
 	if err := waitReady(ctx, ready, errs); err != nil {
@@ -143,22 +152,53 @@ func (r *strategyRun) run(ctx context.Context) error {
 	return r.supervise(ctx, published, errs)
 }
 
-// startWorkers starts every worker; each sends on ready once it can pull.
-// Connections are opened a few at a time so a thousand lanes do not storm
-// the server.
-func (r *strategyRun) startWorkers(ctx context.Context, wg *sync.WaitGroup, fail func(error)) chan struct{} {
+func (r *strategyRun) totalWorkers() int {
 	total := 0
 	for _, l := range r.lanes {
 		total += l.workers
 	}
+	return total
+}
+
+// openConns opens the workers' connections: one per worker up to
+// MaxLiveConnections, shared round-robin beyond (a thousand workers do not
+// need a thousand connections, and the server should not see them), 32
+// being opened at a time.
+func (r *strategyRun) openConns(ctx context.Context) error {
+	r.conns = make([]*connect.Conn, min(r.totalWorkers(), planner.MaxLiveConnections))
+	co := r.workerCO
+	co.Name = "lanes-simulate-worker"
+	return parallel(len(r.conns), 32, func(i int) error {
+		octx, cancel := context.WithTimeout(ctx, timeoutOf(co))
+		defer cancel()
+		c, err := connect.Open(octx, co)
+		if err != nil {
+			return err
+		}
+		r.conns[i] = c
+		return nil
+	})
+}
+
+func (r *strategyRun) closeConns() {
+	for _, c := range r.conns {
+		c.Close()
+	}
+}
+
+// startWorkers starts every worker; each sends on ready once it can pull.
+func (r *strategyRun) startWorkers(ctx context.Context, wg *sync.WaitGroup, fail func(error)) chan struct{} {
+	total := r.totalWorkers()
 	ready := make(chan struct{}, total)
-	opening := make(chan struct{}, 32)
+	n := 0
 	for _, l := range r.lanes {
 		for i := 0; i < l.workers; i++ {
 			wg.Add(1)
+			conn := r.conns[n%len(r.conns)]
+			n++
 			go func() {
 				defer wg.Done()
-				wk := &worker{r: r, lane: l, opening: opening, ready: ready}
+				wk := &worker{r: r, lane: l, conn: conn, ready: ready}
 				if err := wk.run(ctx); err != nil {
 					fail(err)
 				}

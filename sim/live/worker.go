@@ -16,15 +16,17 @@ import (
 const headerMsg = "Lanes-Sim-Msg"
 
 // worker is one worker slot on a lane. It pulls one message at a time;
-// when an injected crash kills it, a replacement with a new connection
-// takes its place in the same slot.
+// when an injected crash kills it, a replacement with a new pull
+// subscription takes its place in the same slot. Its connection may be
+// shared with other workers (see openConns): a crash drops the worker's
+// subscription and its unacknowledged message, as a dead process would.
 type worker struct {
-	r       *strategyRun
-	lane    lane
-	opening chan struct{}   // bounds connections being opened at once
-	ready   chan<- struct{} // signalled once, when the first life can pull
-	held    *heldMsg        // test-only fault, see Options.hold
-	clock   *clock          // the work timer, see sleep
+	r     *strategyRun
+	lane  lane
+	conn  *connect.Conn
+	ready chan<- struct{} // signalled once, when the first life can pull
+	held  *heldMsg        // test-only fault, see Options.hold
+	clock *clock          // the work timer, see sleep
 }
 
 type heldMsg struct{ msg, attempt int }
@@ -53,17 +55,16 @@ func (wk *worker) run(ctx context.Context) error {
 	}
 }
 
-// life is one connection's lifetime: pull, work, ack, until the run stops
-// (false) or an injected crash kills the worker (true).
+// life is one subscription's lifetime: pull, work, ack, until the run
+// stops (false) or an injected crash kills the worker (true).
 func (wk *worker) life(ctx context.Context) (died bool, err error) {
-	c, it, err := wk.connect(ctx)
+	it, err := wk.subscribe(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, nil
 		}
 		return false, err
 	}
-	defer c.Close()
 	defer it.Stop()
 	// Stopping the iterator is what wakes a worker blocked in Next.
 	unhook := context.AfterFunc(ctx, it.Stop)
@@ -98,30 +99,17 @@ func (wk *worker) life(ctx context.Context) (died bool, err error) {
 	}
 }
 
-// connect opens the worker's own connection and its pull iterator. The
-// iterator asks for one message at a time (a batch above max ack pending is
-// refused) and only when Next is called, so a busy worker never has a
-// message waiting in its buffer that another worker could have run.
-func (wk *worker) connect(ctx context.Context) (*connect.Conn, jetstream.MessagesContext, error) {
-	select {
-	case wk.opening <- struct{}{}:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-	defer func() { <-wk.opening }()
-
-	co := wk.r.workerCO
-	co.Name = "lanes-simulate-worker"
-	octx, cancel := context.WithTimeout(ctx, timeoutOf(co))
+// subscribe opens the worker's pull iterator. It asks for one message at a
+// time (a batch above max ack pending is refused) and only when Next is
+// called, so a busy worker never has a message waiting in its buffer that
+// another worker could have run.
+func (wk *worker) subscribe(ctx context.Context) (jetstream.MessagesContext, error) {
+	c := wk.conn
+	octx, cancel := c.Ctx(ctx)
 	defer cancel()
-	c, err := connect.Open(octx, co)
-	if err != nil {
-		return nil, nil, err
-	}
 	cons, err := c.JS.Consumer(octx, wk.r.box.stream, wk.lane.name)
 	if err != nil {
-		c.Close()
-		return nil, nil, fmt.Errorf("worker on %s: %w", wk.lane.name, c.Classify(octx, err))
+		return nil, fmt.Errorf("worker on %s: %w", wk.lane.name, c.Classify(octx, err))
 	}
 	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(1), jetstream.WithMessagesErrOnMissingHeartbeat(false)}
 	if wk.lane.group != "" {
@@ -129,10 +117,9 @@ func (wk *worker) connect(ctx context.Context) (*connect.Conn, jetstream.Message
 	}
 	it, err := cons.Messages(opts...)
 	if err != nil {
-		c.Close()
-		return nil, nil, fmt.Errorf("worker on %s: %w", wk.lane.name, err)
+		return nil, fmt.Errorf("worker on %s: %w", wk.lane.name, err)
 	}
-	return c, it, nil
+	return it, nil
 }
 
 // handle runs one delivery, and the test-only hold fault.

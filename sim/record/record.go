@@ -56,6 +56,8 @@ type Recorder struct {
 	redelivers int
 	crashes    int
 	stale      int
+	// interrupted: the run stopped before every message ran.
+	interrupted bool
 }
 
 // New makes a recorder for one strategy run. laneOf maps a message index to
@@ -151,29 +153,32 @@ func (r *Recorder) End(e Exec, at time.Duration, o Outcome) {
 // Result is the judged run. Durations in JSON are milliseconds or seconds,
 // as the field names say.
 type Result struct {
-	Strategy          string       `json:"strategy"`
-	Partitions        int          `json:"partitions"`
-	WorkersPerLane    int          `json:"workers_per_lane"`
-	Messages          int          `json:"messages"`
-	Completed         int          `json:"completed"`
-	Throughput        float64      `json:"throughput"`
-	LatencyP50ms      float64      `json:"latency_p50_ms"`
-	LatencyP99ms      float64      `json:"latency_p99_ms"`
-	LatencyMaxms      float64      `json:"latency_max_ms"`
-	DrainSeconds      float64      `json:"drain_seconds"`
-	OrderViolations   int          `json:"order_violations"`
-	Duplicates        int          `json:"duplicates"`
-	Executions        int          `json:"executions"`
-	Redeliveries      int          `json:"redeliveries"` // executions beyond each message's first
-	Unfinished        int          `json:"unfinished"`   // never completed: dropped by max deliver, or the run stopped
-	Crashes           int          `json:"crashes"`
-	StaleDropped      int          `json:"stale_updates_dropped"`
-	FinalStateCorrect bool         `json:"final_state_correct"`
-	HottestLane       int          `json:"hottest_lane"`
-	HottestLaneShare  float64      `json:"hottest_lane_share"`
-	HottestKey        string       `json:"hottest_key"`
-	HottestKeyShare   float64      `json:"hottest_key_share"`
-	Lanes             []LaneResult `json:"lanes"`
+	Strategy          string  `json:"strategy"`
+	Partitions        int     `json:"partitions"`
+	WorkersPerLane    int     `json:"workers_per_lane"`
+	Messages          int     `json:"messages"`
+	Completed         int     `json:"completed"`
+	Throughput        float64 `json:"throughput"`
+	LatencyP50ms      float64 `json:"latency_p50_ms"`
+	LatencyP99ms      float64 `json:"latency_p99_ms"`
+	LatencyMaxms      float64 `json:"latency_max_ms"`
+	DrainSeconds      float64 `json:"drain_seconds"`
+	OrderViolations   int     `json:"order_violations"`
+	Duplicates        int     `json:"duplicates"`
+	Executions        int     `json:"executions"`
+	Redeliveries      int     `json:"redeliveries"` // executions beyond each message's first
+	Unfinished        int     `json:"unfinished"`   // never completed: dropped by max deliver, or the run stopped
+	Crashes           int     `json:"crashes"`
+	StaleDropped      int     `json:"stale_updates_dropped"`
+	FinalStateCorrect bool    `json:"final_state_correct"`
+	// Interrupted: the run was stopped before every message ran; the final
+	// state is then judged against the messages that did.
+	Interrupted      bool         `json:"interrupted,omitempty"`
+	HottestLane      int          `json:"hottest_lane"`
+	HottestLaneShare float64      `json:"hottest_lane_share"`
+	HottestKey       string       `json:"hottest_key"`
+	HottestKeyShare  float64      `json:"hottest_key_share"`
+	Lanes            []LaneResult `json:"lanes"`
 }
 
 // LaneResult is one lane's load.
@@ -218,7 +223,7 @@ func (r *Recorder) Result() Result {
 	if span > 0 {
 		res.Throughput = float64(res.Completed) / span.Seconds()
 	}
-	res.FinalStateCorrect = r.finalStateCorrect()
+	res.FinalStateCorrect, res.Interrupted = r.finalStateCorrect(), r.interrupted
 	res.HottestLane, res.HottestLaneShare = hottest(perLane, len(msgs))
 	var hk int
 	hk, res.HottestKeyShare = hottest(perKey, len(msgs))
@@ -234,10 +239,33 @@ func (r *Recorder) Result() Result {
 	return res
 }
 
-// finalStateCorrect: every key's store holds its last message.
+// Interrupt marks the run as stopped before it finished.
+func (r *Recorder) Interrupt() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.interrupted = true
+}
+
+// finalStateCorrect: every key's store holds its last message; after an
+// interruption, the last of its messages that completed (a message that
+// never ran is not an older update applied last).
 func (r *Recorder) finalStateCorrect() bool {
+	want := make([]int32, len(r.applied))
+	for k := range want {
+		want[k] = int32(r.w.LastOfKey(k))
+	}
+	if r.interrupted {
+		for k := range want {
+			want[k] = -1
+		}
+		for i, m := range r.w.Messages {
+			if r.doneAt[i] >= 0 {
+				want[m.Key] = int32(i)
+			}
+		}
+	}
 	for k := range r.applied {
-		if r.applied[k] != int32(r.w.LastOfKey(k)) {
+		if r.applied[k] != want[k] {
 			return false
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // Keys is a weighted set of keys and the subjects they are published on.
@@ -254,14 +256,25 @@ func ParseProcess(s string) (Process, error) {
 // Subjecter builds the published subject for a key; the planner supplies it.
 type Subjecter func(key string) (string, error)
 
+// KeyCount is the K of "uniform:K" or "zipf:K:S", or 0: for sizing a
+// simulation before its keys are made.
+func KeyCount(spec string) int {
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || (parts[0] != "uniform" && parts[0] != "zipf") {
+		return 0
+	}
+	n, _ := strconv.Atoi(parts[1])
+	return max(n, 0)
+}
+
 // ParseKeys reads "uniform:K" or "zipf:K:S"; file-based keys come from
 // KeysFromLines. Generated keys are named key-0001 ... key-K.
 func ParseKeys(s string, subject Subjecter) (Keys, error) {
 	parts := strings.Split(s, ":")
 	count := func(v string) (int, error) {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 10_000_000 {
-			return 0, fmt.Errorf("--keys %q: key count %q must be a whole number between 1 and 10000000", s, v)
+		if err != nil || n < 1 || n > planner.MaxSimKeys {
+			return 0, fmt.Errorf("--keys %q: key count %q must be a whole number between 1 and %d", s, v, planner.MaxSimKeys)
 		}
 		return n, nil
 	}

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package input
+
+import (
+	"errors"
+	"os"
+)
+
+func openTmpfile(string) (*os.File, error) { return nil, errors.ErrUnsupported }
