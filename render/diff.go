@@ -47,7 +47,7 @@ type ApplyDoc struct {
 // progress, one row per lane change (runs of identical changes folded
 // into one row), refusals, what is out of reach, and a summary.
 func DiffTable(w io.Writer, s Styles, server string, d *converge.Diff) error {
-	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Design %s on %s, stream %s", d.Design, server, d.Stream.Name)))
+	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Design %s on %s, stream %s", clean(d.Design), clean(server), clean(d.Stream.Name))))
 	streamSection(w, s, d)
 	if rp := d.Repartition; rp != nil {
 		fmt.Fprintln(w)
@@ -56,7 +56,7 @@ func DiffTable(w io.Writer, s Styles, server string, d *converge.Diff) error {
 			state = "mapping switched"
 		}
 		fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Repartition %s -> %s (%s mapping, %s)", genList(rp.From), planner.Generation(rp.To), rp.Mapping, state)))
-		fmt.Fprintf(w, "  next: %s\n", rp.Step)
+		fmt.Fprintf(w, "  next: %s\n", line(rp.Step))
 	}
 	if err := laneSection(w, s, d); err != nil {
 		return err
@@ -78,7 +78,7 @@ func DiffTable(w io.Writer, s Styles, server string, d *converge.Diff) error {
 	if a := d.Account; a != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, s.Warn.Render("Account mapping: the operator installs it, apply cannot"))
-		fmt.Fprintf(w, "  mappings { %q: %q }   (lanes plan ... -o conf, or -o nsc)\n", a.Source, a.Destination)
+		fmt.Fprintf(w, "  mappings { %q: %q }   (lanes plan ... -o conf, or -o nsc)\n", clean(a.Source), clean(a.Destination))
 		fmt.Fprintln(w, "  Not verifiable from a client:")
 		bullets(w, a.Unverified)
 	}
@@ -102,7 +102,7 @@ func streamSection(w io.Writer, s Styles, d *converge.Diff) {
 		if c.Field == "subject_transform" {
 			c = transformChange(c)
 		}
-		fmt.Fprintf(w, "    %s: %s -> %s%s\n", c.Field, value(c.Field, c.Old), value(c.Field, c.New), note)
+		fmt.Fprintf(w, "    %s: %s -> %s%s\n", clean(c.Field), value(c.Field, c.Old), value(c.Field, c.New), note)
 	}
 }
 
@@ -167,7 +167,7 @@ func laneSection(w io.Writer, s Styles, d *converge.Diff) error {
 			name = fmt.Sprintf("%s .. %s (%d)", g.first, g.last, g.n)
 		}
 		rows := laneRows(s, g.lane)
-		rows[0][0] = name
+		rows[0][0] = clean(name)
 		for _, r := range rows {
 			if err := t.Append(r); err != nil {
 				return err
@@ -201,7 +201,7 @@ func laneRows(s Styles, l converge.LaneChange) [][]string {
 	action := laneAction(s, l.Action)
 	note := laneNote(l)
 	if len(l.Changes) == 0 {
-		return [][]string{{"", action, "", "", "", note}}
+		return [][]string{{"", action, "", "", "", line(note)}}
 	}
 	var rows [][]string
 	for i, c := range l.Changes {
@@ -209,9 +209,9 @@ func laneRows(s Styles, l converge.LaneChange) [][]string {
 		if c.Immutable {
 			field += s.Bad.Render(" (immutable)")
 		}
-		r := []string{"", "", field, value(c.Field, c.Old), value(c.Field, c.New), ""}
+		r := []string{"", "", clean(field), value(c.Field, c.Old), value(c.Field, c.New), ""}
 		if i == 0 {
-			r[1], r[5] = action, note
+			r[1], r[5] = action, line(note)
 		}
 		rows = append(rows, r)
 	}
@@ -278,8 +278,18 @@ func positionText(p converge.Position, applied bool) string {
 }
 
 // value shows a field's JSON value for people: durations as 30s, strings
-// without quotes, an absent value as "-".
-func value(field string, v json.RawMessage) string {
+// without quotes, an absent value as "-"; escaped, like every text that
+// came from a server.
+func value(field string, v json.RawMessage) string { return clean(rawValue(field, v)) }
+
+// line makes a sentence that carries names, subjects or server text safe
+// for a terminal: escaped, and cut only when it is very long.
+func line(s string) string { return planner.Printable(s, maxLine) }
+
+// maxLine bounds one line of the diff or result (a refusal's reason).
+const maxLine = 4000
+
+func rawValue(field string, v json.RawMessage) string {
 	s := strings.TrimSpace(string(v))
 	if s == "" || s == "null" {
 		return "-"
@@ -314,7 +324,7 @@ func value(field string, v json.RawMessage) string {
 
 func summaryLine(s Styles, d *converge.Diff) string {
 	if !d.Pending() && !d.Refused() && len(d.Unavailable()) == 0 {
-		return s.Good.Render(fmt.Sprintf("Nothing to do: stream %s and its %d lanes are as designed.", d.Stream.Name, len(d.Plan().Lanes)))
+		return s.Good.Render(fmt.Sprintf("Nothing to do: stream %s and its %d lanes are as designed.", clean(d.Stream.Name), len(d.Plan().Lanes)))
 	}
 	c := d.Counts()
 	order := []converge.Action{converge.ActionCreate, converge.ActionUpdate, converge.ActionHold, converge.ActionResume,
@@ -368,7 +378,7 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Join(done, "; "))
 	for _, rc := range r.Recreated {
-		fmt.Fprintf(w, "  %s %s\n", rc.Lane, positionText(rc.Position, true))
+		fmt.Fprintf(w, "  %s %s\n", clean(rc.Lane), positionText(rc.Position, true))
 	}
 	if dr := r.Drain; dr != nil {
 		state := s.Good.Render("drained")
@@ -378,7 +388,7 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 		fmt.Fprintf(w, "  old lanes: %d, backlog %d at the start, %s after %s\n", dr.Lanes, dr.Initial, state, dr.Waited.Round(time.Millisecond))
 	}
 	for _, warning := range r.Warnings {
-		fmt.Fprintln(w, s.Warn.Render("  warning: "+warning))
+		fmt.Fprintln(w, s.Warn.Render("  warning: "+line(warning)))
 	}
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, s.Bad.Render(fmt.Sprintf("  %d lane changes failed (see stderr)", len(r.Failures))))
@@ -386,14 +396,14 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 	if len(r.Remaining) > 0 {
 		fmt.Fprintln(w, s.Warn.Render("  not done (a re-run does it):"))
 		for _, left := range r.Remaining {
-			fmt.Fprintf(w, "    - %s\n", left)
+			fmt.Fprintf(w, "    - %s\n", line(left))
 		}
 	}
 }
 
 func bullets(w io.Writer, lines []string) {
 	for _, l := range lines {
-		fmt.Fprintf(w, "  - %s\n", l)
+		fmt.Fprintf(w, "  - %s\n", line(l))
 	}
 }
 

@@ -106,3 +106,18 @@ func TestDiffFoldsOnlyConsecutiveLanes(t *testing.T) {
 		t.Fatalf("rows must fold consecutive lanes only:\n%s", out)
 	}
 }
+
+// TestDiffEscapesServerText: a lane found by its tags keeps its name,
+// whatever it is; the diff shows escape sequences escaped, never raw.
+func TestDiffEscapesServerText(t *testing.T) {
+	p2 := diffPlan(t, 2)
+	live := liveOf(t, p2, 0)
+	live.Consumers.Consumers[0].Name = "orders-\x1b[2J\x1b]0;owned\x07"
+	var b bytes.Buffer
+	if err := DiffTable(&b, PlainStyles(), "nats://127.0.0.1:4222", converge.Compute(diffPlan(t, 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) }), live, converge.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `orders-\x1b[2J`) {
+		t.Fatalf("raw escape sequences in the diff:\n%q", out)
+	}
+}
