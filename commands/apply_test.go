@@ -320,6 +320,13 @@ func TestApplyJSONSaysWhyNothingHappened(t *testing.T) {
 	if code != commands.ExitRefused || !doc.Refused || !doc.Pending || doc.LockHolder == nil || doc.LockHolder.PID != 4242 || len(doc.Reasons) == 0 || !strings.Contains(doc.Reasons[0], "locked") {
 		t.Fatalf("another apply holds the lock: exit %d %+v", code, doc)
 	}
+	// Dry runs and plan --server take no lock.
+	if code, _, errs := lanes(t, append(base, "--ack-wait", "45s", "--dry-run")...); code != commands.ExitChanges {
+		t.Fatalf("a dry run while another apply holds the lock: exit %d %s", code, errs)
+	}
+	if code, _, errs := lanes(t, append([]string{"plan", "--server", srv.URL(), "--ack-wait", "45s"}, seed...)...); code != commands.ExitChanges {
+		t.Fatalf("plan --server while another apply holds the lock: exit %d %s", code, errs)
+	}
 }
 
 // TestApplyRefusesWhatTheServerCannotHold: replicas 3 on a single server
