@@ -2,11 +2,18 @@ package commands
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -67,4 +74,162 @@ func planFor(t *testing.T) (func(int) *planner.Plan, error) {
 		}
 		return p
 	}, nil
+}
+
+// planWith plans the seed design changed by mut.
+func planWith(t *testing.T, mut func(*planner.Design)) *planner.Plan {
+	t.Helper()
+	data, err := os.ReadFile("../examples/seed/lanes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := planner.ParseDesign(data, "lanes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mut != nil {
+		mut(&d)
+	}
+	p, err := planner.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func partitions(n int) func(*planner.Design) { return func(d *planner.Design) { d.Partitions = n } }
+
+// syncBuffer is a buffer written by one goroutine and read by another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestApplyWaitingAtPromptHoldsTheLock: an operator reads the diff of a
+// repartition at the prompt while CI applies the same repartition. CI is
+// refused at once (exit 4) naming the operator's apply, or, with a lock
+// timeout, waits and then finds nothing to do: no apply ever acts on a
+// diff another one made stale.
+func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
+	srv := natstest.Start(t)
+	conn := connect.Options{Server: srv.URL()}
+	quiet := func() *IO { return &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard} }
+	ctx := context.Background()
+	if err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: planWith(t, partitions(8)), Conn: conn, Yes: true, Output: "table"}); err != nil {
+		t.Fatal(err)
+	}
+	p16 := planWith(t, partitions(16))
+	drain := converge.Options{DrainTimeout: time.Minute}
+
+	answer, say := io.Pipe()
+	prompt := &syncBuffer{}
+	operator := make(chan error, 1)
+	go func() {
+		operator <- runApply(ctx, ApplyOptions{IO: &IO{In: answer, Out: io.Discard, Err: prompt, InTTY: true}, Plan: p16, Conn: conn, Output: "table", Converge: drain})
+	}()
+	waitFor(t, "the operator's prompt", func() bool { return strings.Contains(prompt.String(), "Apply these changes") })
+
+	err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: p16, Conn: conn, Yes: true, Output: "table", Converge: drain})
+	if exitCode(err) != ExitRefused || !strings.Contains(fmt.Sprint(err), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("CI's apply while the operator holds the prompt: exit %d (%v), want 4 naming the holder", exitCode(err), err)
+	}
+
+	ciOut := &syncBuffer{}
+	ci := make(chan error, 1)
+	go func() {
+		ci <- runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: ciOut, Err: io.Discard}, Plan: p16, Conn: conn, Yes: true, Output: "table",
+			LockWait: time.Minute, Converge: drain})
+	}()
+	time.Sleep(300 * time.Millisecond) // CI is waiting for the lock
+	say.Write([]byte("y\n"))
+	if err := <-operator; err != nil {
+		t.Fatalf("the operator's apply: %v", err)
+	}
+	if err := <-ci; err != nil || !strings.Contains(ciOut.String(), "Nothing to do") {
+		t.Fatalf("CI waited for the lock, then must find nothing to do: %v\n%s", err, ciOut)
+	}
+}
+
+// promptWatch records whether the diff had been read from stdout's pipe
+// when the prompt was written.
+type promptWatch struct {
+	diffRead    func() bool
+	promptEarly atomic.Bool
+	prompted    atomic.Bool
+}
+
+func (p *promptWatch) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), "Apply these changes") {
+		p.prompted.Store(true)
+		if !p.diffRead() {
+			p.promptEarly.Store(true)
+		}
+	}
+	return len(b), nil
+}
+
+// TestApplyPromptComesAfterThePipedDiff: with stdout a pipe (apply ... |
+// tee log) and the prompt on the terminal, the prompt must not appear
+// before the reader of the pipe has the diff.
+func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
+	srv := natstest.Start(t)
+	conn := connect.Options{Server: srv.URL()}
+	ctx := context.Background()
+	if err := runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Plan: planWith(t, nil), Conn: conn, Yes: true, Output: "table"}); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got syncBuffer
+	var read atomic.Bool
+	go func() {
+		time.Sleep(300 * time.Millisecond) // a slow reader
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			got.Write(buf[:n])
+			if strings.Contains(got.String(), "Lanes: 8 update") {
+				read.Store(true)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	watch := &promptWatch{diffRead: read.Load}
+	err = runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader("n\n"), Out: w, Err: watch, InTTY: true},
+		Plan: planWith(t, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) }), Conn: conn, Output: "table"})
+	w.Close()
+	if exitCode(err) != ExitRefused || !watch.prompted.Load() {
+		t.Fatalf("want the prompt answered no: %v", err)
+	}
+	if watch.promptEarly.Load() {
+		t.Fatal("the prompt was written before the diff had left the pipe")
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
 )
 
@@ -177,6 +179,8 @@ func TestApplyUsage(t *testing.T) {
 		append([]string{"apply", "--concurrency", "0"}, seed...),
 		append([]string{"apply", "-o", "yaml"}, seed...),
 		append([]string{"apply", "extra"}, seed...),
+		append([]string{"apply", "--lock-ttl", "1500ms"}, seed...),
+		append([]string{"apply", "--lock-timeout", "-1s"}, seed...),
 		{"apply", "--partitions", "0", "--subject", "a.*", "--name", "x"},
 	} {
 		if code, _, errs := lanes(t, args...); code != commands.ExitUsage {
@@ -184,7 +188,7 @@ func TestApplyUsage(t *testing.T) {
 		}
 	}
 	code, out, _ := lanes(t, "apply", "--help")
-	if code != 0 || !strings.Contains(out, "--dry-run") || !strings.Contains(out, "Examples:") || !strings.Contains(out, "--recreate") {
+	if code != 0 || !strings.Contains(out, "--dry-run") || !strings.Contains(out, "Examples:") || !strings.Contains(out, "--recreate") || !strings.Contains(out, "--lock-timeout") {
 		t.Fatalf("help: exit %d\n%s", code, out)
 	}
 }
@@ -245,4 +249,102 @@ func laneLeaderNode(t *testing.T, cl *natstest.Cluster) int {
 	}
 	t.Fatalf("no lane leader found: %v", lister.Err())
 	return -1
+}
+
+// applyDoc is the part of apply's JSON document scripts rely on to know
+// why nothing (or not everything) happened.
+type applyDoc struct {
+	Pending           bool     `json:"changes_pending"`
+	Status            string   `json:"status"`
+	Refused           bool     `json:"refused"`
+	Reasons           []string `json:"reasons"`
+	NeedsConfirmation bool     `json:"needs_confirmation"`
+	Remaining         []string `json:"remaining"`
+	LockHolder        *struct {
+		PID    int    `json:"pid"`
+		Design string `json:"design"`
+	} `json:"lock_holder"`
+	Result *struct {
+		Created int `json:"created"`
+	} `json:"result"`
+}
+
+// TestApplyJSONSaysWhyNothingHappened: a refused apply's document says
+// that changes are pending, that it refused and why; without a terminal
+// and without --yes it says a confirmation was needed.
+func TestApplyJSONSaysWhyNothingHappened(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "-o", "json", "--server", srv.URL()}, seed...)
+	if code, _, errs := lanes(t, append(base, "--yes")...); code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	decode := func(out string) applyDoc {
+		t.Helper()
+		var doc applyDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		return doc
+	}
+
+	code, out, _ := lanes(t, append(base, "--yes", "--max-waiting", "16")...)
+	doc := decode(out)
+	if code != commands.ExitRefused || !doc.Pending || !doc.Refused || doc.Status != "refused" || len(doc.Reasons) == 0 || !strings.Contains(doc.Reasons[0], "max_waiting") {
+		t.Fatalf("immutable change without --recreate: exit %d %+v", code, doc)
+	}
+
+	code, out, _ = lanes(t, append(base, "--ack-wait", "45s")...)
+	doc = decode(out)
+	if code != commands.ExitRefused || !doc.Pending || !doc.Refused || !doc.NeedsConfirmation || len(doc.Reasons) == 0 || !strings.Contains(doc.Reasons[0], "--yes") {
+		t.Fatalf("no terminal, no --yes: exit %d %+v", code, doc)
+	}
+
+	code, out, _ = lanes(t, append(base, "--ack-wait", "45s", "--dry-run")...)
+	if doc = decode(out); code != commands.ExitChanges || !doc.Pending || doc.Refused || !doc.NeedsConfirmation || doc.Status != "pending" {
+		t.Fatalf("dry run: exit %d %+v", code, doc)
+	}
+
+	conn, err := connect.Open(context.Background(), connect.Options{Server: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lock, err := converge.AcquireLock(context.Background(), conn, "ORDERS", converge.LockOwner{Host: "elsewhere", PID: 4242, Design: "orders", Command: "lanes apply"}, converge.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release(context.Background())
+	code, out, _ = lanes(t, append(base, "--ack-wait", "45s", "--yes")...)
+	doc = decode(out)
+	if code != commands.ExitRefused || !doc.Refused || !doc.Pending || doc.LockHolder == nil || doc.LockHolder.PID != 4242 || len(doc.Reasons) == 0 || !strings.Contains(doc.Reasons[0], "locked") {
+		t.Fatalf("another apply holds the lock: exit %d %+v", code, doc)
+	}
+	// Dry runs and plan --server take no lock.
+	if code, _, errs := lanes(t, append(base, "--ack-wait", "45s", "--dry-run")...); code != commands.ExitChanges {
+		t.Fatalf("a dry run while another apply holds the lock: exit %d %s", code, errs)
+	}
+	if code, _, errs := lanes(t, append([]string{"plan", "--server", srv.URL(), "--ack-wait", "45s"}, seed...)...); code != commands.ExitChanges {
+		t.Fatalf("plan --server while another apply holds the lock: exit %d %s", code, errs)
+	}
+}
+
+// TestApplyRefusesWhatTheServerCannotHold: replicas 3 on a single server
+// is refused by the dry run and by apply before anything is written.
+func TestApplyRefusesWhatTheServerCannotHold(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--replicas", "3"}, seed...)
+	code, out, errs := lanes(t, append(base, "--dry-run")...)
+	if code != commands.ExitRefused || !strings.Contains(errs, "not clustered") {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = lanes(t, base...)
+	if code != commands.ExitRefused || strings.Contains(out, "Applied") || !strings.Contains(errs, "not clustered") {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errs)
+	}
+	if streamExists(t, js, "ORDERS") {
+		t.Fatal("a refused apply created the stream")
+	}
 }

@@ -1,13 +1,17 @@
 package commands_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,27 +36,41 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// killAfter runs lanes in a child process and kills it with SIGKILL once
-// the server has seen n API requests whose subject contains part.
-func killAfter(t *testing.T, url, part string, n int64, args ...string) {
+// ran is what lanes did in a separate process (this test binary re-executed
+// with LANES_ARGS).
+type ran struct {
+	code           int
+	stdout, stderr string
+	killed         bool // by SIGKILL, on its trigger
+}
+
+// runChild runs lanes ARGS in a child process. When part is not empty it
+// is killed with SIGKILL once the server (at url) has seen n API requests
+// whose subject contains part; it may finish before that.
+func runChild(t testing.TB, url, part string, n int64, args ...string) ran {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	argv, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-	var seen atomic.Int64
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	killNow := make(chan struct{})
-	killed := make(chan struct{})
-	nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		if strings.Contains(m.Subject, part) && seen.Add(1) == n {
-			close(killNow)
+	var killed atomic.Bool
+	if part != "" {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	nc.Flush()
+		defer nc.Close()
+		var seen atomic.Int64
+		var once sync.Once
+		nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+			if strings.Contains(m.Subject, part) && seen.Add(1) == n {
+				once.Do(func() { close(killNow) })
+			}
+		})
+		nc.Flush()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,19 +78,33 @@ func killAfter(t *testing.T, url, part string, n int64, args ...string) {
 	go func() {
 		select {
 		case <-killNow:
+			killed.Store(true) // before the kill: Wait may return at once
 			cmd.Process.Kill()
-			close(killed)
 		case <-exited:
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(exited)
-	select {
-	case <-killed:
-		t.Logf("killed after %d %s requests: %v", n, part, err)
-	default:
-		t.Fatalf("lanes finished before it could be killed: %v", err)
+	c := ran{stdout: stdout.String(), stderr: stderr.String(), killed: killed.Load()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		c.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
 	}
+	return c
+}
+
+// killAfter runs lanes in a child process and kills it with SIGKILL once
+// the server has seen n API requests whose subject contains part; the
+// test fails if lanes finished first.
+func killAfter(t *testing.T, url, part string, n int64, args ...string) {
+	t.Helper()
+	c := runChild(t, url, part, n, args...)
+	if !c.killed {
+		t.Fatalf("lanes finished before it could be killed: exit %d %s", c.code, c.stderr)
+	}
+	t.Logf("killed after %d %s requests", n, part)
 }
 
 // TestKilledApplyConverges: kill -9 while apply creates 300 lanes; the
@@ -154,5 +186,74 @@ func TestKilledRecreateKeepsPosition(t *testing.T) {
 	}
 	if code, out, _ := lanes(t, append(base, "--max-waiting", "32")...); code != 0 || !strings.Contains(out, "Nothing to do") {
 		t.Fatalf("not converged: exit %d\n%s", code, out)
+	}
+}
+
+// TestSigtermMidApplySaysWhatIsLeft: SIGTERM while apply creates lanes
+// exits 130 at once, says it was interrupted (not 'context canceled', once
+// per lane), and the result on stdout lists what is left; a re-run
+// converges.
+func TestSigtermMidApplySaysWhatIsLeft(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "600"}, seed...)
+	argv, _ := json.Marshal(append(base, "--concurrency", "2"))
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	sent := make(chan time.Time, 1)
+	var proc atomic.Pointer[os.Process] // set once started: creates come after
+	stop := onAPI(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
+		proc.Load().Signal(syscall.SIGTERM)
+		sent <- time.Now()
+	})
+	defer stop()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	proc.Store(cmd.Process)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != commands.ExitInterrupted {
+		t.Fatalf("exit %v, want 130\n%s", err, stderr.String())
+	}
+	if took := time.Since(<-sent); took > 3*time.Second {
+		t.Fatalf("took %s to stop after SIGTERM", took)
+	}
+	if errs := stderr.String(); !strings.Contains(errs, "interrupted by SIGTERM") || strings.Contains(errs, "context canceled") {
+		t.Fatalf("stderr: %s", errs)
+	}
+	if out := stdout.String(); !strings.Contains(out, "Stopped after") || !strings.Contains(out, "not done") || strings.Count(out, "context canceled") > 0 {
+		t.Fatalf("stdout must say what is left:\n%s", out)
+	}
+	if code, out, errs := lanes(t, base...); code != 0 || !strings.Contains(out, "lanes created") {
+		t.Fatalf("re-run: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestServerGoneMidApplyStopsWithinTimeout: the server stops while apply
+// creates 600 lanes two at a time, --timeout 2s: apply exits 14 within
+// about one timeout (not one per remaining lane) and says what is not done.
+func TestServerGoneMidApplyStopsWithinTimeout(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "600", "--timeout", "2s", "--concurrency", "2"}, seed...)
+	var stopped time.Time
+	stop := onAPI(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
+		stopped = time.Now()
+		srv.Stop()
+	})
+	c := runChild(t, "", "", 0, base...)
+	stop()
+	took := time.Since(stopped)
+	if c.code != commands.ExitTimeout && c.code != commands.ExitConnect {
+		t.Fatalf("exit %d, want 14 (or 10)\n%s\n%s", c.code, c.stdout, c.stderr)
+	}
+	if took > 8*time.Second {
+		t.Fatalf("took %s to stop with --timeout 2s", took)
+	}
+	if !strings.Contains(c.stderr, "not done") || !strings.Contains(c.stdout, "not done") || strings.Count(c.stderr, "\n") > 10 {
+		t.Fatalf("apply must say, briefly, what is not done:\n%s\n%s", c.stdout, c.stderr)
 	}
 }

@@ -72,8 +72,8 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 		t.Fatalf("cluster repartition %+v", res)
 	}
 	stop = oc.publishInBackground() // and starts them again
-	from := oc.processed.Load()
-	eventually(t, 30*time.Second, "new lanes to process new messages", func() bool { return oc.processed.Load() > from+200 })
+	from := oc.processed()
+	eventually(t, 30*time.Second, "new lanes to process new messages", func() bool { return oc.processed() > from+200 })
 	stop()
 	oc.waitAllProcessed(60 * time.Second)
 	oc.assertInOrder()
@@ -183,4 +183,40 @@ func TestClusterUnavailableLaneReported(t *testing.T) {
 	if took > 60*time.Second {
 		t.Fatalf("apply waited %s on unavailable lanes", took)
 	}
+}
+
+// TestClusterRecreateOfALaneThatAckedNothing: in a cluster, a consumer
+// created at a start sequence reports ack floor 0 until its first ack (a
+// single server reports start - 1). A new generation's lane that acked
+// nothing yet must be recreated at its start, not at sequence 1: that
+// would deliver every message its subjects ever held again.
+func TestClusterRecreateOfALaneThatAckedNothing(t *testing.T) {
+	cl := natstest.StartCluster(t, 3)
+	c := openCluster(t, cl.URLs())
+	_, js := natstest.Connect(t, cl.URLs())
+	d := design(2)
+	d.Stream.Replicas = 3
+	apply(t, c, mustPlan(t, d), converge.Options{})
+	oc := newOrderCheck(t, js, "ORDERS", "orders", 10)
+	oc.publish(40) // stored under n2, processed below
+	oc.watchLanes()
+	oc.waitAllProcessed(30 * time.Second)
+
+	d.Partitions = 3
+	apply(t, c, mustPlan(t, d), converge.Options{Force: true, DrainTimeout: time.Minute}) // no publisher runs: --force
+	lane := mustPlan(t, d).Consumers[0].Durable
+	start := consumerInfo(t, js, "ORDERS", lane).Config.OptStartSeq
+	if start < 41 {
+		t.Fatalf("the n3 lanes start at %d, want after the 40 n2 messages", start)
+	}
+	d.Lane.MaxWaiting = 64
+	_, res := apply(t, c, mustPlan(t, d), converge.Options{Recreate: true})
+	for _, r := range res.Recreated {
+		if r.Position.StartSeq < start {
+			t.Fatalf("%s recreated at %d, before its start %d: it would deliver old messages again", r.Lane, r.Position.StartSeq, start)
+		}
+	}
+	oc.publish(30)
+	oc.waitAllProcessed(30 * time.Second)
+	oc.assertInOrder()
 }

@@ -30,11 +30,13 @@ func Compute(p *planner.Plan, live *Live, o Options) *Diff {
 	inv := takeInventory(p, live)
 	d.OtherConsumers = inv.others
 	rp := d.repartition(inv)
+	start := d.generationStart(inv, rp)
 	for i := range p.Lanes {
-		d.Lanes = append(d.Lanes, d.planLane(i, inv, rp))
+		d.Lanes = append(d.Lanes, d.planLane(i, inv, rp, start))
 	}
 	d.otherLanes(inv, rp)
 	d.compareStream(inv, rp)
+	d.checkTopology()
 	d.accountNotes(rp)
 	d.summariseRefusals()
 	return d
@@ -47,6 +49,7 @@ type inventory struct {
 	byName       map[string]*jetstream.ConsumerInfo
 	lanes        map[int]map[int][]*jetstream.ConsumerInfo // generation -> partition -> lanes
 	placeholders map[string]*jetstream.ConsumerInfo        // lane name -> its recreate record
+	recreating   map[string]bool                           // the changes interrupted recreates were making
 	unavailable  map[string]string                         // name -> why
 	used         map[string]bool                           // matched to a planned lane
 	others       int
@@ -54,12 +57,15 @@ type inventory struct {
 
 func takeInventory(p *planner.Plan, live *Live) *inventory {
 	inv := &inventory{design: p.Design.Name, byName: map[string]*jetstream.ConsumerInfo{},
-		lanes: map[int]map[int][]*jetstream.ConsumerInfo{}, placeholders: map[string]*jetstream.ConsumerInfo{},
+		lanes: map[int]map[int][]*jetstream.ConsumerInfo{}, placeholders: map[string]*jetstream.ConsumerInfo{}, recreating: map[string]bool{},
 		unavailable: map[string]string{}, used: map[string]bool{}}
 	for _, ci := range named(live.Consumers) {
 		inv.byName[ci.Name] = ci
 		if lane := ci.Config.Metadata[MetaRecreateLane]; lane != "" && ci.Config.Metadata[MetaRecreateDesign] == inv.design {
 			inv.placeholders[lane] = ci
+			if change := ci.Config.Metadata[MetaRecreateChange]; change != "" {
+				inv.recreating[change] = true
+			}
 			continue
 		}
 		tag, ok := lanelist.TagOf(ci.Config)
@@ -250,7 +256,7 @@ func (d *Diff) liveTransformIs(want *planner.SubjectTransform) bool {
 }
 
 // planLane decides what happens to planned lane i.
-func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange {
+func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint64) LaneChange {
 	p := d.plan
 	want := p.Consumers[i]
 	lc := LaneChange{Name: want.Durable, Partition: i, Partitions: p.Design.Partitions, want: want}
@@ -276,7 +282,7 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange 
 			lc.Reason = "an interrupted recreate: the lane is created again at its recorded position"
 			return lc
 		}
-		lc.Action = ActionCreate
+		lc.Action, lc.StartSeq = ActionCreate, start
 		return lc
 	}
 	lc.live = ci
@@ -287,37 +293,47 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState) LaneChange 
 		return lc
 	}
 	lc.Changes = consumerChanges(ci.Config, lc.want)
-	lc.Action = d.laneAction(&lc, ci)
+	lc.placeholder = ph
+	lc.Action = d.laneAction(&lc, ci, inv)
 	if lc.Action == ActionRefused {
 		return lc
 	}
 	d.holdOrResume(&lc, ci, rp)
 	if ph != nil && lc.Action != ActionRecreate {
-		lc.placeholder = ph
-		lc.Reason = "its recreate record " + ph.Name + " is left from a finished recreate: deleted"
+		lc.Reason = "its recreate record " + ph.Name + " is left from an interrupted recreate: deleted"
+		if appPaused(ph, ci.Config) {
+			lc.Reason += ", and the lane's pause by that recreate lifted"
+		}
 	}
 	return lc
 }
 
 // laneAction decides between unchanged, update, recreate and refused.
-func (d *Diff) laneAction(lc *LaneChange, ci *jetstream.ConsumerInfo) Action {
-	var immutable []string
+// A recreate needs --recreate, or a record of an interrupted recreate of
+// the same change: that apply was told --recreate, and this one finishes
+// what it started, with or without the flag.
+func (d *Diff) laneAction(lc *LaneChange, ci *jetstream.ConsumerInfo, inv *inventory) Action {
 	filterChanged := false
 	for _, c := range lc.Changes {
-		if c.Immutable {
-			immutable = append(immutable, fmt.Sprintf("%s %s -> %s", c.Field, c.Old, c.New))
-		}
 		if c.Field == "filter_subject" {
 			filterChanged = true
 		}
 	}
+	immutable := immutableSummary(lc.Changes)
+	// A record written before records named their change (older lanes)
+	// still consents for its own lane.
+	consented := d.opts.Recreate || immutable != "" && (inv.recreating[immutable] ||
+		lc.placeholder != nil && lc.placeholder.Config.Metadata[MetaRecreateChange] == "")
 	switch {
-	case len(immutable) > 0 && d.opts.Recreate:
+	case immutable != "" && consented:
 		lc.Position = positionOf(ci)
-		lc.Reason = "the server cannot update " + strings.Join(immutable, ", ") + "; recreated at its position"
+		lc.Reason = "the server cannot update " + immutable + "; recreated at its position"
+		if !d.opts.Recreate {
+			lc.Reason += " (finishing an interrupted --recreate)"
+		}
 		return ActionRecreate
-	case len(immutable) > 0:
-		lc.Reason = "the server cannot update " + strings.Join(immutable, ", ") +
+	case immutable != "":
+		lc.Reason = "the server cannot update " + immutable +
 			": re-run with --recreate to delete and recreate the lane at its position (after its ack floor; messages in flight are delivered again)"
 		return ActionRefused
 	case filterChanged && lc.Backlog > 0 && !d.opts.Force:
@@ -327,6 +343,19 @@ func (d *Diff) laneAction(lc *LaneChange, ci *jetstream.ConsumerInfo) Action {
 		return ActionUpdate
 	}
 	return ActionUnchanged
+}
+
+// immutableSummary names the changes the server refuses to make in place,
+// e.g. "max_waiting 512 -> 64": the same text for every lane of one design
+// change, recorded by a recreate so a re-run can finish it.
+func immutableSummary(changes []FieldChange) string {
+	var parts []string
+	for _, c := range changes {
+		if c.Immutable {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Field, c.Old, c.New))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // holdOrResume: during a repartition, new lanes stay held until the old

@@ -38,7 +38,7 @@ func newWorld(t *testing.T, streamOf *planner.Plan) *world {
 	b, _ := json.Marshal(streamOf.Stream)
 	json.Unmarshal(b, &cfg)
 	return &world{t: t, live: &Live{
-		Stream:    &LiveStream{Config: cfg, raw: toMap(cfg)},
+		Stream:    &LiveStream{Config: cfg},
 		Consumers: &lanelist.Listing{Offline: map[string]string{}},
 	}}
 }
@@ -276,6 +276,21 @@ func TestComputeChangesThatStrandMessages(t *testing.T) {
 		if !d.Refused() || !strings.Contains(strings.Join(d.Refusals, " "), "same 4 partitions") {
 			t.Fatalf("%v", d.Refusals)
 		}
+		// Only the prefix changes: keys keep their partitions; what is at
+		// stake is the messages stored under the old subjects.
+		if r := strings.Join(d.Refusals, " "); strings.Contains(r, "keys would move") || !strings.Contains(r, "every key stays in its partition") {
+			t.Fatalf("a prefix-only change explained as keys moving: %v", d.Refusals)
+		}
+	})
+	t.Run("same count, other key tokens: keys move", func(t *testing.T) {
+		two := func(keys ...int) func(d *planner.Design) {
+			return func(d *planner.Design) { d.Subject = "devices.*.*"; d.KeyTokens = keys }
+		}
+		p1, p12 := plan(t, 4, two(1)), plan(t, 4, two(1, 2))
+		d := Compute(p12, newWorld(t, p1).transform(p1).lanes(p1).live, Options{})
+		if r := strings.Join(d.Refusals, " "); !strings.Contains(r, "keys would move") {
+			t.Fatalf("a change of the partition function must say keys move: %v", d.Refusals)
+		}
 	})
 	t.Run("filter change with a backlog: refused unless --force", func(t *testing.T) {
 		prefixed := plan(t, 4, func(d *planner.Design) { d.Prefix = "lanes" })
@@ -310,6 +325,95 @@ func TestComputeRecreateRecords(t *testing.T) {
 	d = Compute(p, w.live, Options{})
 	if d.Lanes[0].Action != ActionUnchanged || d.Lanes[0].placeholder == nil {
 		t.Fatalf("a leftover record must be cleaned up: %+v", d.Lanes[0])
+	}
+}
+
+// TestComputeGenerationStart: where new lanes start, from live state only.
+func TestComputeGenerationStart(t *testing.T) {
+	p4, p6 := plan(t, 4), plan(t, 6)
+	startOf := func(d *Diff) uint64 {
+		for _, l := range d.Lanes {
+			if l.Action == ActionCreate {
+				return l.StartSeq
+			}
+		}
+		t.Fatalf("no lane created: %+v", d.Counts())
+		return 0
+	}
+	t.Run("fresh stream: the beginning", func(t *testing.T) {
+		if s := startOf(Compute(p4, &Live{Consumers: &lanelist.Listing{}}, Options{})); s != 0 {
+			t.Fatalf("start %d", s)
+		}
+	})
+	t.Run("repartition, stream mapping: after the last sequence", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4).lanes(p4)
+		w.live.Stream.LastSeq = 500
+		d := Compute(p6, w.live, Options{})
+		if s := startOf(d); s != 501 {
+			t.Fatalf("start %d", s)
+		}
+		if rec := d.Stream.edit.generations[GenerationKey("orders", 6)]; rec.StartSeq != 501 || rec.Subjects != p6.Layout.Pattern() {
+			t.Fatalf("the start must be recorded in the stream: %+v", d.Stream.edit)
+		}
+	})
+	t.Run("return to a retired count, account mapping: after its retirement", func(t *testing.T) {
+		a4 := plan(t, 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		a6 := plan(t, 6, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		w := newWorld(t, a6).lanes(a6)
+		w.live.Stream.LastSeq = 900
+		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 4): GenerationRecord{Subjects: "x", RetiredSeq: 300, State: GenerationRetired}.String()}
+		if s := startOf(Compute(a4, w.live, Options{})); s != 301 {
+			t.Fatalf("start %d, want 301 (messages a server mapped to n4 early are not skipped)", s)
+		}
+	})
+	t.Run("a missing lane of a running generation: where its siblings start", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4)
+		for i := 1; i < 4; i++ {
+			w.lane(p4, i, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[MetaStartSeq] = "77" })
+		}
+		w.live.Stream.LastSeq = 500
+		if s := startOf(Compute(p4, w.live, Options{})); s != 77 {
+			t.Fatalf("start %d", s)
+		}
+	})
+	t.Run("a missing lane nobody recorded: the beginning, never skipping work", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4)
+		w.lane(p4, 1)
+		w.live.Stream.LastSeq = 500
+		if s := startOf(Compute(p4, w.live, Options{})); s != 0 {
+			t.Fatalf("start %d", s)
+		}
+	})
+	t.Run("workqueue: deliver all", func(t *testing.T) {
+		w := newWorld(t, p4).transform(p4).lanes(p4)
+		w.live.Stream.Config.Retention = "workqueue"
+		w.live.Stream.LastSeq = 500
+		if s := startOf(Compute(p6, w.live, Options{})); s != 0 {
+			t.Fatalf("start %d", s)
+		}
+	})
+}
+
+// TestGenerationRecordStates: a use during which nothing was published
+// retires at its own start - 1; the record still says it is retired, and
+// a new use makes it active again (found by the chaos test: sequences
+// alone cannot tell).
+func TestGenerationRecordStates(t *testing.T) {
+	rec := GenerationRecord{}.merge(GenerationRecord{Subjects: "a.n8.*.*", StartSeq: 101, State: GenerationActive})
+	if !rec.Current() || rec.Retired() {
+		t.Fatalf("a new use: %+v", rec)
+	}
+	rec = rec.merge(GenerationRecord{RetiredSeq: 100, State: GenerationRetired})
+	if rec.Current() || !rec.Retired() || rec.StartSeq != 101 || rec.RetiredSeq != 100 {
+		t.Fatalf("retired with nothing published: %+v", rec)
+	}
+	rec = rec.merge(GenerationRecord{StartSeq: 101, State: GenerationActive}).merge(GenerationRecord{RetiredSeq: 90, State: GenerationRetired})
+	if !rec.Retired() || rec.RetiredSeq != 100 {
+		t.Fatalf("the retirement only moves forward: %+v", rec)
+	}
+	back := Generations(map[string]string{GenerationKey("orders", 8): rec.String(), "other": "x", "lanes.generation.bad": "{"})
+	if got := back["orders"][8]; got != rec {
+		t.Fatalf("round trip: %+v", back)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,16 @@ const (
 	MetaRecreateDesign    = "lanes.recreate.design"
 	MetaRecreateStartSeq  = "lanes.recreate.start_seq"
 	MetaRecreatePauseTill = "lanes.recreate.pause_until"
+	// MetaRecreateChange is the change being made ("max_waiting 512 ->
+	// 64"): a re-run finishes the recreate of every lane with that change,
+	// with or without --recreate.
+	MetaRecreateChange = "lanes.recreate.change"
+	// MetaRecreatePaused says apply pauses the lane for the recreate (it
+	// was not paused): a re-run lifts that pause.
+	MetaRecreatePaused = "lanes.recreate.paused"
+	// MetaRecreateExact says start_seq was read from the paused lane; without
+	// it, start_seq is a lower bound read before the pause.
+	MetaRecreateExact = "lanes.recreate.exact"
 )
 
 // heldUntil is the pause of a held lane: far enough to mean "until apply
@@ -200,9 +211,15 @@ func mergeMetadata(live, want map[string]string) map[string]string {
 	return out
 }
 
-// createBody is a new lane's config, held when a repartition is running.
-func createBody(want planner.ConsumerConfig, held bool) map[string]json.RawMessage {
+// createBody is a new lane's config: from its generation's start (0 or 1:
+// the beginning), held when a repartition is running.
+func createBody(want planner.ConsumerConfig, held bool, start uint64) map[string]json.RawMessage {
 	body := toMap(want)
+	if start > 1 {
+		body["deliver_policy"] = raw("by_start_sequence")
+		body["opt_start_seq"] = raw(start)
+		setMeta(body, MetaStartSeq, strconv.FormatUint(start, 10))
+	}
 	if held {
 		hold(body)
 	}
@@ -246,11 +263,15 @@ func drained(ci *jetstream.ConsumerInfo) bool { return ci.NumPending == 0 && ci.
 
 // positionOf is where a lane restarts if recreated: right after its ack
 // floor, so nothing unacked is skipped; what was delivered but not acked
-// is delivered again.
+// is delivered again. Never before the lane's own start: in a cluster, a
+// consumer created at a start sequence reports ack floor 0 until its first
+// ack (a single server reports start - 1), and a lane recreated at 1 would
+// deliver every message its subjects ever held again.
 func positionOf(ci *jetstream.ConsumerInfo) *Position {
-	p := &Position{StartSeq: ci.AckFloor.Stream + 1, InFlight: ci.NumAckPending}
-	if ci.Delivered.Stream > ci.AckFloor.Stream && ci.NumAckPending > 0 {
-		p.RedeliverFrom, p.RedeliverTo = ci.AckFloor.Stream+1, ci.Delivered.Stream
+	start := ci.AckFloor.Stream + 1
+	if ci.Config.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		start = max(start, ci.Config.OptStartSeq)
 	}
-	return p
+	start = max(start, laneStartSeq(ci.Config))
+	return &Position{StartSeq: start, InFlight: ci.NumAckPending}
 }

@@ -117,7 +117,7 @@ type StreamChange struct {
 	// makes only once every new lane exists and is held.
 	SwitchMapping *FieldChange `json:"switch_mapping,omitempty"`
 
-	update map[string]any // the changes, by API field, before any mapping switch
+	edit *streamEdit // the changes, before any mapping switch
 }
 
 // FieldChange is one field, old -> new, in the JetStream API's JSON form.
@@ -145,6 +145,9 @@ type LaneChange struct {
 	// Position is where a recreated or finished lane starts: the stream
 	// sequence after its ack floor.
 	Position *Position `json:"position,omitempty"`
+	// StartSeq is where a created lane starts: after the messages of its
+	// generation that earlier lanes processed (0: at the beginning).
+	StartSeq uint64 `json:"start_seq,omitempty"`
 
 	want        planner.ConsumerConfig
 	live        *jetstream.ConsumerInfo
@@ -153,12 +156,18 @@ type LaneChange struct {
 
 // Position is a lane's place in the stream, for recreating it.
 type Position struct {
-	StartSeq uint64 `json:"start_seq"` // first stream sequence the new lane delivers
-	// Redelivered is the range of stream sequences delivered but not acked
-	// (the lane's in-flight messages): the recreated lane delivers them again.
-	RedeliverFrom uint64 `json:"redeliver_from,omitempty"`
-	RedeliverTo   uint64 `json:"redeliver_to,omitempty"`
-	InFlight      int    `json:"in_flight"`
+	StartSeq uint64 `json:"start_seq"` // first stream sequence the new lane delivers (after the ack floor)
+	// InFlight is how many messages were delivered and not acked.
+	InFlight int `json:"in_flight"`
+	// Redelivered are the stream sequences of the lane's messages that were
+	// delivered after its ack floor, looked up on its filter when the lane
+	// was recreated: the new lane delivers them again (in flight, or acked
+	// out of order when max ack pending is above 1). Null when unknown: a
+	// recreate finished from its record.
+	Redelivered []uint64 `json:"redelivered"`
+	// RedeliveredMore: more were delivered than looked up (Redelivered
+	// holds the first ones).
+	RedeliveredMore bool `json:"redelivered_more,omitempty"`
 }
 
 // Repartition describes a partition count change in progress.

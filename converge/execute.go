@@ -31,6 +31,9 @@ type Result struct {
 	// Incomplete says why the server is not yet as designed and what a
 	// re-run needs; empty when apply finished.
 	Incomplete []string `json:"incomplete,omitempty"`
+	// Remaining is what was left undone when apply stopped early (the
+	// server went away, an interruption): a re-run does it.
+	Remaining []string `json:"remaining,omitempty"`
 	// Warnings are things done that deserve a look.
 	Warnings      []string      `json:"warnings,omitempty"`
 	WriteRequests int64         `json:"write_requests"`
@@ -125,11 +128,32 @@ func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) 
 	}()
 	ctx, cancel := conn.Guard(ctx)
 	defer cancel()
-	steps := []func(context.Context) error{x.applyStream, x.applyLanes, x.repartition, x.prune}
-	for _, step := range steps {
-		if err := step(ctx); err != nil {
+	steps := []struct {
+		run  func(context.Context) error
+		left func() []string
+	}{{x.applyStream, x.streamLeft}, {x.applyLanes, x.lanesLeft}, {x.repartition, x.repartitionLeft}, {x.prune, x.pruneLeft}}
+	for i, step := range steps {
+		err := step.run(ctx)
+		if err == nil {
+			continue
+		}
+		if !stopsAll(ctx, err) {
 			return res, err
 		}
+		// The server went away or the run was interrupted: say what is
+		// left, from the step that stopped on.
+		var left []string
+		var se *StoppedError
+		if errors.As(err, &se) {
+			left, err = se.Remaining, se.Err
+		} else {
+			left = step.left()
+		}
+		for _, later := range steps[i+1:] {
+			left = append(left, later.left()...)
+		}
+		res.Remaining = left
+		return res, &StoppedError{Err: err, Remaining: left}
 	}
 	if u := d.Unavailable(); len(u) > 0 {
 		res.Incomplete = append(res.Incomplete, fmt.Sprintf("%d lanes could not be read and were left as they are (%s): re-run apply when their servers are back",
@@ -176,42 +200,55 @@ func (x *executor) applyStream(ctx context.Context) error {
 	switch sc.Action {
 	case ActionCreate:
 		body := toMap(x.d.plan.Stream)
-		overlay(body, sc.update)
+		sc.edit.onto(body)
 		if err := x.a.write(ctx, "STREAM.CREATE."+x.stream, body, nil); err != nil {
 			return fmt.Errorf("creating stream %s: %w", x.stream, err)
 		}
 		x.res.StreamCreated = true
 	case ActionUpdate:
-		if err := x.updateStream(ctx, x.d.live.Stream.raw, sc.update); err != nil {
+		_, changed, err := x.updateStream(ctx, sc.edit)
+		if err != nil {
 			return err
 		}
-		x.res.StreamUpdated = true
+		x.res.StreamUpdated = changed
 	}
 	return nil
 }
 
-// updateStream sends the live config with some fields replaced, so the
-// stream's other settings stay as they are.
-func (x *executor) updateStream(ctx context.Context, live map[string]json.RawMessage, changes map[string]any) error {
-	body := make(map[string]json.RawMessage, len(live))
-	for k, v := range live {
-		body[k] = v
+// updateStream reads the stream as it is now and sends it back with the
+// edit applied: a stream update replaces the whole config, and starting
+// from an older read would revert what others changed since. Nothing is
+// sent when the edit is already in place. It returns the stream as it was
+// before, and whether it changed.
+func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*streamInfo, bool, error) {
+	var info streamInfo
+	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+		return nil, false, fmt.Errorf("reading stream %s before updating it: %w", x.stream, err)
 	}
-	overlay(body, changes)
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(info.Config, &body); err != nil {
+		return nil, false, err
+	}
+	if !edit.onto(body) {
+		return &info, false, nil
+	}
 	if err := x.a.write(ctx, "STREAM.UPDATE."+x.stream, body, nil); err != nil {
-		return fmt.Errorf("updating stream %s: %w", x.stream, err)
+		return nil, false, fmt.Errorf("updating stream %s: %w", x.stream, err)
 	}
-	return nil
-}
-
-func overlay(body map[string]json.RawMessage, changes map[string]any) {
-	for k, v := range changes {
-		body[k] = raw(v)
-	}
+	return &info, true, nil
 }
 
 // applyLanes makes every planned lane as designed, many requests in flight.
 func (x *executor) applyLanes(ctx context.Context) error {
+	work := x.laneWork()
+	errs := x.parallel(ctx, PhaseLanes, len(work), func(ctx context.Context, i int) error {
+		return x.laneStep(ctx, work[i])
+	})
+	return x.failed(ctx, work, errs)
+}
+
+// laneWork is the planned lanes that need a request.
+func (x *executor) laneWork() []*LaneChange {
 	var work []*LaneChange
 	for i := range x.d.Lanes {
 		l := &x.d.Lanes[i]
@@ -224,16 +261,13 @@ func (x *executor) applyLanes(ctx context.Context) error {
 			}
 		}
 	}
-	errs := x.parallel(ctx, PhaseLanes, len(work), func(ctx context.Context, i int) error {
-		return x.laneStep(ctx, work[i])
-	})
-	return x.failed(work, errs)
+	return work
 }
 
 func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 	switch l.Action {
 	case ActionCreate:
-		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held)); err != nil {
+		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held, l.StartSeq)); err != nil {
 			return err
 		}
 		x.count(func(r *Result) {
@@ -262,7 +296,7 @@ func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 		return x.finish(ctx, l)
 	}
 	if l.placeholder != nil {
-		return x.deleteConsumer(ctx, l.placeholder.Name)
+		return x.cleanUpRecreate(ctx, l)
 	}
 	return nil
 }
@@ -354,13 +388,17 @@ func (x *executor) deleteConsumer(ctx context.Context, name string) error {
 
 // prune deletes the lanes --prune selected.
 func (x *executor) prune(ctx context.Context) error {
+	return x.deleteLanes(ctx, x.pruneWork())
+}
+
+func (x *executor) pruneWork() []*LaneChange {
 	var work []*LaneChange
 	for i := range x.d.Lanes {
 		if l := &x.d.Lanes[i]; l.Action == ActionDelete {
 			work = append(work, l)
 		}
 	}
-	return x.deleteLanes(ctx, work)
+	return work
 }
 
 // deleteLanes deletes lanes, many at once, counting what was deleted.
@@ -372,16 +410,22 @@ func (x *executor) deleteLanes(ctx context.Context, work []*LaneChange) error {
 		x.count(func(r *Result) { r.Deleted++ })
 		return nil
 	})
-	return x.failed(work, errs)
+	return x.failed(ctx, work, errs)
 }
 
 // parallel runs fn for 0..n-1 with at most Concurrency in flight, and
-// reports progress. Work not started when ctx ends fails with its cause.
+// reports progress. The first error that means no request can succeed (an
+// interruption, no answer within --timeout, a lost connection, permission
+// denied) stops the phase at once: the requests in flight are cancelled
+// and the rest are not sent (errNotStarted), instead of each waiting its
+// own timeout.
 func (x *executor) parallel(ctx context.Context, phase Phase, n int, fn func(context.Context, int) error) []error {
 	errs := make([]error, n)
 	if n == 0 {
 		return errs
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	sem := make(chan struct{}, x.concurrency())
 	var wg sync.WaitGroup
 	var done int64
@@ -390,16 +434,20 @@ func (x *executor) parallel(ctx context.Context, phase Phase, n int, fn func(con
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
 			for j := i; j < n; j++ {
-				errs[j] = context.Cause(ctx)
+				errs[j] = errNotStarted
 			}
-			wg.Wait()
-			return errs
+			break
 		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			errs[i] = fn(ctx, i)
+			if stopsAll(ctx, errs[i]) {
+				stop(errs[i])
+			}
 			<-sem
 			x.mu.Lock()
 			done++
@@ -411,39 +459,59 @@ func (x *executor) parallel(ctx context.Context, phase Phase, n int, fn func(con
 	return errs
 }
 
-// failed turns per-lane errors into one error, recording each failure.
-func (x *executor) failed(work []*LaneChange, errs []error) error {
+// failed turns per-lane errors into one error, recording each failure the
+// server answered. When the phase stopped (see parallel), the lanes not
+// done or not confirmed are what is left, and the cause is the error.
+func (x *executor) failed(ctx context.Context, work []*LaneChange, errs []error) error {
 	fe := &FailedError{}
-	for i, err := range errs {
-		if err == nil {
-			continue
+	var cause error
+	stopped := false
+	for _, err := range errs {
+		if err == errNotStarted || stopsAll(ctx, err) {
+			stopped = true
+			if cause == nil && err != errNotStarted {
+				cause = err
+			}
 		}
-		fe.Failures = append(fe.Failures, Failure{Lane: work[i].Name, Action: work[i].Action, Error: err.Error()})
-		fe.errs = append(fe.errs, err)
+	}
+	var left []int
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case stopped && !answered(err):
+			left = append(left, i)
+		default:
+			fe.Failures = append(fe.Failures, Failure{Lane: work[i].Name, Action: work[i].Action, Error: err.Error()})
+			fe.errs = append(fe.errs, err)
+		}
+	}
+	x.res.Failures = append(x.res.Failures, fe.Failures...)
+	if len(left) > 0 {
+		if ctx.Err() != nil {
+			cause = context.Cause(ctx)
+		}
+		if cause == nil {
+			cause = errNotStarted
+		}
+		return &StoppedError{Err: cause, Remaining: append(leftOver(work, left), failedLeft(fe)...)}
 	}
 	if len(fe.Failures) == 0 {
 		return nil
 	}
-	x.res.Failures = append(x.res.Failures, fe.Failures...)
-	// A cause shared by all (interrupted, permission denied) says it better.
-	if first := fe.errs[0]; allSame(fe.errs) && (errors.Is(first, context.Canceled) || isConnectError(first)) {
-		return first
-	}
 	return fe
 }
 
-func allSame(errs []error) bool {
-	for _, e := range errs[1:] {
-		if e.Error() != errs[0].Error() {
-			return false
-		}
+// failedLeft names lanes whose request the server refused, for a run
+// that also stopped: a re-run tries them again.
+func failedLeft(fe *FailedError) []string {
+	if len(fe.Failures) == 0 {
+		return nil
 	}
-	return true
-}
-
-func isConnectError(err error) bool {
-	var ce *connect.Error
-	return errors.As(err, &ce) && ce.Kind != connect.KindOther
+	names := make([]string, len(fe.Failures))
+	for i, f := range fe.Failures {
+		names[i] = f.Lane
+	}
+	return []string{fmt.Sprintf("retry %d lane changes the server refused (%s)", len(names), shortList(names, 3))}
 }
 
 func shortList(names []string, n int) string {

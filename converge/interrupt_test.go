@@ -123,10 +123,10 @@ func TestRepartitionInterruptedAndRestarted(t *testing.T) {
 	oc := newOrderCheck(t, js, p3.Stream.Name, "orders", 20)
 	oc.publish(300)
 
-	p5 := mustPlan(t, design(5))
+	p24 := mustPlan(t, design(24))
 	ctx, cancel := context.WithCancel(context.Background())
-	onRequests(t, srv.URL(), "CONSUMER.CREATE.ORDERS.orders-n5", 2, cancel)
-	_, _, err := converge.Apply(ctx, c, p5, converge.Options{Concurrency: 1})
+	onRequests(t, srv.URL(), "CONSUMER.CREATE.ORDERS.orders-n24", 2, cancel)
+	_, _, err := converge.Apply(ctx, c, p24, converge.Options{Concurrency: 1})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("want the interruption, got %v", err)
 	}
@@ -143,30 +143,30 @@ func TestRepartitionInterruptedAndRestarted(t *testing.T) {
 	})
 	// The apply either fails with the restart or, reconnected, keeps
 	// waiting and stops at the drain timeout: both leave a re-runnable state.
-	_, _, err = converge.Apply(context.Background(), c, p5, converge.Options{DrainTimeout: 2 * time.Second})
+	_, _, err = converge.Apply(context.Background(), c, p24, converge.Options{DrainTimeout: 2 * time.Second})
 	<-restarted
 	if err == nil {
 		t.Fatal("the drain cannot finish without workers")
 	}
 	t.Logf("apply during the restart: %.200s", err)
-	if st := streamTransform(t, js, p3.Stream.Name); st != p5.Mapping.Destination {
+	if st := streamTransform(t, js, p3.Stream.Name); st != p24.Mapping.Destination {
 		t.Fatalf("mapping not switched: %s", st)
 	}
-	for _, l := range p5.Consumers {
-		if info := consumerInfo(t, js, p5.Stream.Name, l.Durable); !info.Paused {
+	for _, l := range p24.Consumers {
+		if info := consumerInfo(t, js, p24.Stream.Name, l.Durable); !info.Paused {
 			t.Fatalf("%s must stay held across the restart", l.Durable)
 		}
 	}
 
 	oc.publish(100) // into the held new lanes
 	oc.watchLanes()
-	_, res := apply(t, open(t, srv.URL()), p5, converge.Options{DrainTimeout: time.Minute})
-	if res.Resumed != 5 || res.Deleted != 3 {
+	_, res := apply(t, open(t, srv.URL()), p24, converge.Options{DrainTimeout: time.Minute})
+	if res.Resumed != 24 || res.Deleted != 3 {
 		t.Fatalf("final run %+v", res)
 	}
 	oc.waitAllProcessed(30 * time.Second)
 	oc.assertInOrder()
-	assertConverged(t, srv.URL(), p5)
+	assertConverged(t, srv.URL(), p24)
 }
 
 func streamTransform(t *testing.T, js jetstream.JetStream, stream string) string {

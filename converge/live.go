@@ -18,14 +18,15 @@ type Live struct {
 	Stream    *LiveStream
 	Consumers *lanelist.Listing // empty when the stream does not exist
 	Requests  int               // API requests the reading took
+	Topology  Topology          // the servers behind the connection
 }
 
 // LiveStream is the stream as the server reports it.
 type LiveStream struct {
 	Config   planner.StreamConfig // the fields lanes decides, in API form
+	Metadata map[string]string    // the stream's metadata (generation records)
 	Messages uint64
 	LastSeq  uint64
-	raw      map[string]json.RawMessage // the whole config, for updates that keep what lanes does not decide
 }
 
 type streamInfo struct {
@@ -34,6 +35,21 @@ type streamInfo struct {
 		Messages uint64 `json:"messages"`
 		LastSeq  uint64 `json:"last_seq"`
 	} `json:"state"`
+}
+
+func (info *streamInfo) live() (*LiveStream, error) {
+	ls := &LiveStream{Messages: info.State.Messages, LastSeq: info.State.LastSeq}
+	var meta struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(info.Config, &meta); err != nil {
+		return nil, err
+	}
+	ls.Metadata = meta.Metadata
+	if err := json.Unmarshal(info.Config, &ls.Config); err != nil {
+		return nil, err
+	}
+	return ls, nil
 }
 
 // Read reads the live state of stream.
@@ -45,7 +61,7 @@ func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error)
 func read(ctx context.Context, a *api, stream string) (*Live, error) {
 	ctx, cancel := a.conn.Guard(ctx)
 	defer cancel()
-	live := &Live{Consumers: &lanelist.Listing{Offline: map[string]string{}}}
+	live := &Live{Consumers: &lanelist.Listing{Offline: map[string]string{}}, Topology: TopologyOf(a.conn)}
 	var info streamInfo
 	err := a.read(ctx, "STREAM.INFO."+stream, nil, &info)
 	live.Requests++
@@ -55,11 +71,8 @@ func read(ctx context.Context, a *api, stream string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	ls := &LiveStream{Messages: info.State.Messages, LastSeq: info.State.LastSeq}
-	if err := json.Unmarshal(info.Config, &ls.raw); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(info.Config, &ls.Config); err != nil {
+	ls, err := info.live()
+	if err != nil {
 		return nil, err
 	}
 	live.Stream = ls

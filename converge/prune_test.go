@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -34,6 +35,9 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishSeq(t, js, keysIn(p, 0, 1), 3)
+	eventually(t, 10*time.Second, "the duplicate lane to count its 3 messages", func() bool { // num_pending is updated asynchronously
+		return consumerInfo(t, js, p.Stream.Name, "orders-old-00").NumPending == 3
+	})
 
 	d, res := apply(t, c, p, converge.Options{})
 	if d.Counts()[converge.ActionKeep] != 1 || d.OtherConsumers != 1 || res.Deleted != 0 {

@@ -44,8 +44,11 @@ func (x *executor) repartition(ctx context.Context) error {
 			return err
 		}
 	}
-	listing, err := x.waitDrained(ctx)
+	listing, processed, err := x.waitDrained(ctx)
 	if err != nil || listing == nil {
+		return err
+	}
+	if err := x.retireOld(ctx, listing, processed); err != nil {
 		return err
 	}
 	if err := x.resumeNew(ctx, listing); err != nil {
@@ -60,15 +63,12 @@ func (x *executor) repartition(ctx context.Context) error {
 // (see replicatedSwitchRisk): the stream's last sequence is compared
 // before and after, and a warning says if it moved.
 func (x *executor) switchMapping(ctx context.Context) error {
-	var before, after streamInfo
-	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &before); err != nil {
-		return err
-	}
-	live := toMap(before.Config)
-	if err := x.updateStream(ctx, live, map[string]any{"subject_transform": x.d.plan.Stream.SubjectTransform}); err != nil {
+	before, _, err := x.updateStream(ctx, &streamEdit{transform: x.d.plan.Stream.SubjectTransform})
+	if err != nil {
 		return err
 	}
 	x.res.MappingSwitched = true
+	var after streamInfo
 	var cfg planner.StreamConfig
 	_ = json.Unmarshal(before.Config, &cfg)
 	if cfg.Replicas > 1 {
@@ -108,9 +108,12 @@ func (x *executor) oldLanes(l *lanelist.Listing) (lanes []*jetstream.ConsumerInf
 
 // waitDrained polls the old lanes until none has anything left to deliver
 // or ack, seen twice in a row (so a message stored just as the mapping
-// switched is not missed). It returns the last listing, or nil when the
+// switched is not missed). It returns the last listing and the stream
+// sequence up to which every message of the old generations was processed
+// (the last sequence read before the first of the two listings: the second
+// one counts every message stored before it), or a nil listing when the
 // drain timeout passed: the result then says what is left.
-func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, error) {
+func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, uint64, error) {
 	poll := x.o.DrainPoll
 	if poll <= 0 {
 		poll = DefaultDrainPoll
@@ -120,10 +123,15 @@ func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, error) {
 	report := &DrainReport{Initial: -1}
 	x.res.Drain = report
 	confirmed := 0
+	var processed uint64
 	for {
+		var info streamInfo
+		if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+			return nil, 0, err
+		}
 		listing, err := lanelist.List(ctx, x.a.conn, x.stream)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		lanes, unavailable := x.oldLanes(listing)
 		var remaining int64
@@ -136,15 +144,21 @@ func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, error) {
 		report.Lanes, report.Remaining, report.Waited = len(lanes)+len(unavailable), remaining, time.Since(start)
 		x.progress(PhaseDrain, max(report.Initial-remaining, 0), max(report.Initial, remaining))
 		if remaining == 0 && len(unavailable) == 0 {
-			if confirmed++; confirmed == 2 || len(lanes) == 0 {
+			if confirmed++; confirmed == 1 {
+				processed = info.State.LastSeq // read before this listing
+			}
+			if confirmed == 2 || len(lanes) == 0 {
 				report.Drained = true
-				return listing, nil
+				if len(lanes) == 0 {
+					processed = info.State.LastSeq
+				}
+				return listing, processed, nil
 			}
 		} else {
 			confirmed = 0
 			if !time.Now().Before(deadline) {
 				x.res.Incomplete = append(x.res.Incomplete, x.drainIncomplete(lanes, unavailable, remaining))
-				return nil, nil
+				return nil, 0, nil
 			}
 		}
 		wait := poll
@@ -153,10 +167,34 @@ func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+			return nil, 0, context.Cause(ctx)
 		case <-time.After(max(wait, 0)):
 		}
 	}
+}
+
+// retireOld records in the stream's metadata that the old generations
+// were drained: every message of theirs up to processed was processed by
+// their lanes. Written before their lanes are deleted, so a later return to
+// one of these partition counts starts after them, and inspect reports
+// them as retired (not as messages no lane delivers).
+func (x *executor) retireOld(ctx context.Context, l *lanelist.Listing, processed uint64) error {
+	lanes, _ := x.oldLanes(l)
+	edit := &streamEdit{}
+	for _, ci := range lanes {
+		tag, _ := lanelist.TagOf(ci.Config)
+		key := GenerationKey(x.d.Design, tag.Partitions)
+		if _, done := edit.generations[key]; done {
+			continue
+		}
+		rec := GenerationRecord{RetiredSeq: processed, State: GenerationRetired}
+		if layout, err := planner.ParseLayout(tag.Source, tag.Destination); err == nil {
+			rec.Subjects = layout.Pattern()
+		}
+		edit.generation(key, rec)
+	}
+	_, _, err := x.updateStream(ctx, edit)
+	return err
 }
 
 func (x *executor) drainIncomplete(lanes []*jetstream.ConsumerInfo, unavailable []string, remaining int64) string {
@@ -203,7 +241,7 @@ func (x *executor) resumeNew(ctx context.Context, l *lanelist.Listing) error {
 		x.count(func(r *Result) { r.Resumed++ })
 		return nil
 	})
-	return x.failed(work, errs)
+	return x.failed(ctx, work, errs)
 }
 
 // deleteOld deletes the drained lanes of the old generations.

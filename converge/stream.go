@@ -1,6 +1,7 @@
 package converge
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,22 +16,24 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 	p := d.plan
 	want := p.Stream
 	need := d.consumersNeeded(want.MaxConsumers)
+	edit := &streamEdit{}
 	if d.live.Stream == nil {
 		d.Stream.Action = ActionCreate
 		if need > want.MaxConsumers {
-			d.Stream.update = map[string]any{"max_consumers": need}
+			edit.maxConsumers = need
 			d.Stream.Changes = append(d.Stream.Changes, FieldChange{Field: "max_consumers", Old: raw(want.MaxConsumers), New: raw(need)})
 		}
+		d.recordGeneration(edit)
+		d.Stream.edit = edit
 		return
 	}
 	got := d.live.Stream.Config
-	update := map[string]any{}
 	if subjects, added := addSubjects(got.Subjects, want.Subjects); len(added) > 0 {
-		update["subjects"] = subjects
+		edit.subjects = added
 		d.Stream.Changes = append(d.Stream.Changes, FieldChange{Field: "subjects", Old: raw(got.Subjects), New: raw(subjects)})
 	}
 	if have := effectiveMaxConsumers(got.MaxConsumers); have < need {
-		update["max_consumers"] = need
+		edit.maxConsumers = need
 		d.Stream.Changes = append(d.Stream.Changes, FieldChange{Field: "max_consumers", Old: raw(got.MaxConsumers), New: raw(need)})
 	}
 	if p.Design.Mapping == planner.MappingStream && !d.liveTransformIs(want.SubjectTransform) {
@@ -42,10 +45,9 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 		case rp != nil:
 			d.Stream.SwitchMapping = &change // after the new lanes exist, held
 		case got.SubjectTransform != nil && len(inv.lanes[p.Design.Partitions]) > 0 && !d.opts.Force:
-			d.refuse(fmt.Sprintf("the stream mapping would change from %s to %s with the same %d partitions: keys would move between lanes whose stored messages stay where they are, breaking per-key order. Change the partition count instead (a safe repartition), or drain the lanes and use --force",
-				got.SubjectTransform.Destination, want.SubjectTransform.Destination, p.Design.Partitions))
+			d.refuse(sameCountMappingChange(got.SubjectTransform, want.SubjectTransform, p.Design.Partitions))
 		default:
-			update["subject_transform"] = want.SubjectTransform
+			edit.transform = want.SubjectTransform
 			d.Stream.Changes = append(d.Stream.Changes, change)
 		}
 	}
@@ -58,11 +60,55 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 			d.OutOfReach = append(d.OutOfReach, fmt.Sprintf("stream subject %s is not in the design: apply never removes a subject (an older generation's, or another tool's)", subj))
 		}
 	}
+	d.recordGeneration(edit)
 	d.Stream.Action = ActionUnchanged
-	if len(update) > 0 {
+	if !edit.empty() {
 		d.Stream.Action = ActionUpdate
-		d.Stream.update = update
+		d.Stream.edit = edit
 	}
+}
+
+// sameCountMappingChange explains why a mapping change that keeps the
+// partition count is refused: keys move between lanes, or (when only the
+// partitioned subjects' literal tokens change) the stored messages stay
+// under subjects the lanes no longer read.
+func sameCountMappingChange(got, want *planner.SubjectTransform, n int) string {
+	old, err1 := planner.ParseLayout(got.Source, got.Destination)
+	nu, err2 := planner.ParseLayout(want.Source, want.Destination)
+	if err1 == nil && err2 == nil && old.Source == nu.Source && old.Partitions == nu.Partitions && slices.Equal(old.KeyTokens, nu.KeyTokens) {
+		return fmt.Sprintf("the stream mapping would store messages under %s instead of %s (same %d partitions, every key stays in its partition): the lanes' filters move to the new subjects, and the messages already stored under the old ones would be left where no lane reads them. Drain the lanes (stop the publishers) and use --force, or keep the current subjects (--prefix, --destination)",
+			nu.Pattern(), old.Pattern(), n)
+	}
+	return fmt.Sprintf("the stream mapping would change from %s to %s with the same %d partitions: keys would move between lanes whose stored messages stay where they are, breaking per-key order. Change the partition count instead (a safe repartition), or drain the lanes and use --force",
+		got.Destination, want.Destination, n)
+}
+
+// recordGeneration adds to the edit the start of a new use of the planned
+// generation, when this run creates its lanes with a start sequence:
+// later runs and inspect read it from the stream's metadata.
+func (d *Diff) recordGeneration(edit *streamEdit) {
+	start := uint64(0)
+	for _, l := range d.Lanes {
+		if l.StartSeq > 0 && l.Action == ActionCreate {
+			start = l.StartSeq
+			break
+		}
+	}
+	if start == 0 {
+		return
+	}
+	n := d.plan.Design.Partitions
+	rec := d.generationRecord(n)
+	if rec.StartSeq == start && rec.Current() && rec.Subjects == d.plan.Layout.Pattern() {
+		return
+	}
+	key := GenerationKey(d.Design, n)
+	edit.generation(key, GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start, State: GenerationActive})
+	change := FieldChange{Field: "metadata." + key, Old: orNull(nil), New: raw(rec.merge(edit.generations[key]).String())}
+	if d.live.Stream != nil && d.live.Stream.Metadata[key] != "" {
+		change.Old = raw(d.live.Stream.Metadata[key])
+	}
+	d.Stream.Changes = append(d.Stream.Changes, change)
 }
 
 // consumersNeeded is the max_consumers the stream needs: the design's,
@@ -159,4 +205,78 @@ func (d *Diff) accountNotes(rp *repartitionState) {
 		}
 	}
 	d.Account = n
+}
+
+// streamEdit is what apply decided to change on the stream. A stream
+// update replaces the whole config, so an edit is applied to the config
+// read just before the update is sent: what others changed since the diff
+// was computed (max_age, other subjects, metadata) stays as they left it.
+type streamEdit struct {
+	subjects     []string                  // added unless a live subject covers them
+	maxConsumers int                       // raised to at least this, never lowered
+	transform    *planner.SubjectTransform // set when not nil
+	generations  map[string]GenerationRecord
+}
+
+func (e *streamEdit) empty() bool {
+	return e == nil || len(e.subjects) == 0 && e.maxConsumers == 0 && e.transform == nil && len(e.generations) == 0
+}
+
+func (e *streamEdit) generation(key string, rec GenerationRecord) {
+	if e.generations == nil {
+		e.generations = map[string]GenerationRecord{}
+	}
+	e.generations[key] = e.generations[key].merge(rec)
+}
+
+// onto applies the edit to a stream config in API form and reports
+// whether it changed anything.
+func (e *streamEdit) onto(body map[string]json.RawMessage) bool {
+	if e.empty() {
+		return false
+	}
+	changed := false
+	set := func(field string, v any) {
+		b := raw(v)
+		if !jsonEqual(body[field], b) {
+			body[field] = b
+			changed = true
+		}
+	}
+	if len(e.subjects) > 0 {
+		var live []string
+		_ = json.Unmarshal(body["subjects"], &live)
+		if subjects, added := addSubjects(live, e.subjects); len(added) > 0 {
+			set("subjects", subjects)
+		}
+	}
+	if e.maxConsumers > 0 {
+		var live int
+		_ = json.Unmarshal(body["max_consumers"], &live)
+		if effectiveMaxConsumers(live) < e.maxConsumers {
+			set("max_consumers", e.maxConsumers)
+		}
+	}
+	if e.transform != nil {
+		set("subject_transform", e.transform)
+	}
+	if len(e.generations) > 0 {
+		meta := map[string]string{}
+		_ = json.Unmarshal(body["metadata"], &meta)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		differs := false
+		for k, rec := range e.generations {
+			var old GenerationRecord
+			_ = json.Unmarshal([]byte(meta[k]), &old)
+			if v := old.merge(rec).String(); v != meta[k] {
+				meta[k], differs = v, true
+			}
+		}
+		if differs {
+			set("metadata", meta)
+		}
+	}
+	return changed
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -170,7 +171,7 @@ func (j *judge) judgeStream(info *jetstream.StreamInfo, layouts []*layout, cover
 	j.overlaps(layouts, cover)
 	gaps := j.gaps(layouts, cover)
 	j.maxConsumers(info, gaps)
-	j.placementFindings()
+	j.placementFindings(info)
 	j.drift(layouts)
 	if j.headsTimedOut > 0 {
 		j.add(Finding{Severity: Info, Code: "heads_timeout",
@@ -322,7 +323,7 @@ func (j *judge) maxConsumers(info *jetstream.StreamInfo, gaps int) {
 	}
 }
 
-func (j *judge) placementFindings() {
+func (j *judge) placementFindings(info *jetstream.StreamInfo) {
 	pr := j.placement
 	if pr == nil {
 		return
@@ -338,11 +339,97 @@ func (j *judge) placementFindings() {
 			Message: fmt.Sprintf("%d message(s) on %d subject(s) sit in a partition their key does not hash to, e.g. %s: published around the mapping, their keys are split across two lanes", pr.misplaced, pr.misplacedN, strings.Join(pr.misplacedList, "; ")),
 			Advice:  "publish to the mapping's source subjects only, never to partitioned ones; these messages are processed out of their key's order"})
 	}
-	if pr.unpartitioned > 0 {
+	unpartitioned, subjects, sample := pr.unpartitioned, pr.unpartitionedSubjects, pr.unpartitionedSample
+	if len(pr.unmatched) > 0 {
+		unpartitioned, subjects, sample = j.retired(info, pr.unmatched)
+	}
+	if unpartitioned > 0 {
 		j.add(Finding{Severity: Warning, Code: "unpartitioned",
-			Message: fmt.Sprintf("%d message(s) on %d subject(s) are not partitioned, e.g. %s: no lane delivers them", pr.unpartitioned, pr.unpartitionedSubjects, strings.Join(pr.unpartitionedSample, ", ")),
+			Message: fmt.Sprintf("%d message(s) on %d subject(s) are not partitioned, e.g. %s: no lane delivers them", unpartitioned, subjects, strings.Join(sample, ", ")),
 			Advice:  "they were stored before the mapping existed or outside it: republish them through the mapping, or purge them"})
 	}
+}
+
+// retired tells apart, among the messages on no current partition
+// layout, those of generations lanes apply drained and retired (recorded
+// in the stream's metadata): their lanes processed every one of them
+// before apply deleted the lanes, so they only take space. One info
+// finding per retired generation, with purge advice bounded by the
+// retirement sequence (a purge that cannot reach a message stored after
+// it). It returns what is left: messages no lane delivers.
+func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64) (msgs uint64, subjects int, sample []string) {
+	type gen struct {
+		design string
+		n      int
+		rec    converge.GenerationRecord
+		msgs   uint64
+		subs   int
+	}
+	var gens []*gen
+	for design, recs := range converge.Generations(info.Config.Metadata) {
+		for n, rec := range recs {
+			if rec.Retired() && rec.Subjects != "" {
+				gens = append(gens, &gen{design: design, n: n, rec: rec})
+			}
+		}
+	}
+	sort.Slice(gens, func(a, b int) bool {
+		if gens[a].design != gens[b].design {
+			return gens[a].design < gens[b].design
+		}
+		return gens[a].n < gens[b].n
+	})
+	names := make([]string, 0, len(unmatched))
+	for s := range unmatched {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	for _, s := range names {
+		n := unmatched[s]
+		var owner *gen
+		for _, g := range gens {
+			if subjectMatches(g.rec.Subjects, s) {
+				owner = g
+				break
+			}
+		}
+		if owner != nil {
+			owner.msgs += n
+			owner.subs++
+			continue
+		}
+		msgs += n
+		subjects++
+		if len(sample) < 3 {
+			sample = append(sample, s)
+		}
+	}
+	for _, g := range gens {
+		if g.msgs == 0 {
+			continue
+		}
+		j.add(Finding{Severity: Info, Code: "retired",
+			Message: fmt.Sprintf("%d message(s) on %d subject(s) of design %s's retired generation %s (%s): its lanes processed every message up to stream sequence %d before lanes apply retired them, so no lane needs to deliver them (one stored after it, published around the mapping, was processed by nobody)",
+				g.msgs, g.subs, g.design, planner.Generation(g.n), g.rec.Subjects, g.rec.RetiredSeq),
+			Advice: fmt.Sprintf("they only take space until the stream's limits remove them; to remove them now (never a message stored after the retirement): nats stream purge %s --subject '%s' --seq %d",
+				j.report.Stream, g.rec.Subjects, g.rec.RetiredSeq+1)})
+	}
+	return msgs, subjects, sample
+}
+
+// subjectMatches reports whether subject matches pattern ('*' and '>'
+// wildcards).
+func subjectMatches(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, t := range pt {
+		if t == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || t != "*" && t != st[i] {
+			return false
+		}
+	}
+	return len(pt) == len(st)
 }
 
 // drift: the design file and the stream disagree on the mapping.

@@ -352,12 +352,13 @@ type placementResult struct {
 	unpartitioned, misplaced           uint64 // messages
 	unpartitionedSubjects, misplacedN  int    // subjects
 	unpartitionedSample, misplacedList []string
-	unchecked, limit                   int    // subjects, when there were too many to check
-	failed                             string // why the subject list could not be read
+	unchecked, limit                   int               // subjects, when there were too many to check
+	failed                             string            // why the subject list could not be read
+	unmatched                          map[string]uint64 // unpartitioned subjects -> messages (retired generations are told apart in findings.go)
 }
 
 func checkPlacement(subjects map[string]uint64, layouts []*layout) *placementResult {
-	res := &placementResult{}
+	res := &placementResult{unmatched: map[string]uint64{}}
 	names := make([]string, 0, len(subjects))
 	for s := range subjects {
 		names = append(names, s)
@@ -380,6 +381,7 @@ func checkPlacement(subjects map[string]uint64, layouts []*layout) *placementRes
 		}
 		switch {
 		case !matched:
+			res.unmatched[s] = n
 			res.unpartitioned += n
 			res.unpartitionedSubjects++
 			if len(res.unpartitionedSample) < 3 {

@@ -46,7 +46,7 @@ func rate(before, after uint64, seconds float64) float64 {
 }
 
 // placementCodes are the findings of the placement check.
-var placementCodes = map[string]bool{"misplaced": true, "unpartitioned": true, "placement_unchecked": true}
+var placementCodes = map[string]bool{"misplaced": true, "unpartitioned": true, "retired": true, "placement_unchecked": true}
 
 // CarryPlacement copies the placement findings of from (a read that ran
 // the check) into to (a read that skipped it, MaxSubjects < 0): a watch

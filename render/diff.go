@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,18 +16,38 @@ import (
 // ApplyDoc is the JSON (and YAML) document of lanes apply, apply
 // --dry-run and plan --server. Scripts rely on its field names.
 type ApplyDoc struct {
-	Server  string           `json:"server"`
-	DryRun  bool             `json:"dry_run"`
-	Pending bool             `json:"changes_pending"`
-	Diff    *converge.Diff   `json:"diff"`
-	Result  *converge.Result `json:"result,omitempty"`
+	Server string `json:"server"`
+	DryRun bool   `json:"dry_run"`
+	// Status is the outcome in one word: nothing_to_do, pending (dry run),
+	// applied, refused, incomplete, stopped or failed.
+	Status string `json:"status"`
+	// Pending: the server differs from the design, whether or not apply
+	// changed it (also when it refused to).
+	Pending bool `json:"changes_pending"`
+	// Refused: apply changed nothing because a change needs a flag, a
+	// confirmation, or another apply holds the lock; Reasons say why.
+	Refused bool     `json:"refused"`
+	Reasons []string `json:"reasons,omitempty"`
+	// NeedsConfirmation: the changes touch an existing stream, so apply
+	// asks on a terminal and needs --yes without one.
+	NeedsConfirmation bool `json:"needs_confirmation"`
+	// LockHolder is the apply holding the stream's lock, when that is
+	// why this one refused.
+	LockHolder *converge.LockOwner `json:"lock_holder,omitempty"`
+	Diff       *converge.Diff      `json:"diff"`
+	// Result is what was applied.
+	Result *converge.Result `json:"result,omitempty"`
+	// Remaining is what is left to do: a re-run does it.
+	Remaining []string `json:"remaining,omitempty"`
+	// Error is the error apply stopped with, as printed on stderr.
+	Error string `json:"error,omitempty"`
 }
 
 // DiffTable prints what apply would do: the stream, a repartition in
 // progress, one row per lane change (runs of identical changes folded
 // into one row), refusals, what is out of reach, and a summary.
 func DiffTable(w io.Writer, s Styles, server string, d *converge.Diff) error {
-	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Design %s on %s, stream %s", d.Design, server, d.Stream.Name)))
+	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Design %s on %s, stream %s", clean(d.Design), clean(server), clean(d.Stream.Name))))
 	streamSection(w, s, d)
 	if rp := d.Repartition; rp != nil {
 		fmt.Fprintln(w)
@@ -35,7 +56,7 @@ func DiffTable(w io.Writer, s Styles, server string, d *converge.Diff) error {
 			state = "mapping switched"
 		}
 		fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Repartition %s -> %s (%s mapping, %s)", genList(rp.From), planner.Generation(rp.To), rp.Mapping, state)))
-		fmt.Fprintf(w, "  next: %s\n", rp.Step)
+		fmt.Fprintf(w, "  next: %s\n", line(rp.Step))
 	}
 	if err := laneSection(w, s, d); err != nil {
 		return err
@@ -57,7 +78,7 @@ func DiffTable(w io.Writer, s Styles, server string, d *converge.Diff) error {
 	if a := d.Account; a != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, s.Warn.Render("Account mapping: the operator installs it, apply cannot"))
-		fmt.Fprintf(w, "  mappings { %q: %q }   (lanes plan ... -o conf, or -o nsc)\n", a.Source, a.Destination)
+		fmt.Fprintf(w, "  mappings { %q: %q }   (lanes plan ... -o conf, or -o nsc)\n", clean(a.Source), clean(a.Destination))
 		fmt.Fprintln(w, "  Not verifiable from a client:")
 		bullets(w, a.Unverified)
 	}
@@ -81,7 +102,7 @@ func streamSection(w io.Writer, s Styles, d *converge.Diff) {
 		if c.Field == "subject_transform" {
 			c = transformChange(c)
 		}
-		fmt.Fprintf(w, "    %s: %s -> %s%s\n", c.Field, value(c.Field, c.Old), value(c.Field, c.New), note)
+		fmt.Fprintf(w, "    %s: %s -> %s%s\n", clean(c.Field), value(c.Field, c.Old), value(c.Field, c.New), note)
 	}
 }
 
@@ -112,26 +133,28 @@ func actionWord(s Styles, a converge.Action, switching bool) string {
 	return s.Dim.Render("unchanged")
 }
 
-// laneGroup is a run of lanes with the same action and the same changes.
+// laneGroup is a run of consecutive lanes (partitions p, p+1, ... of one
+// generation) with the same action and the same changes.
 type laneGroup struct {
 	first, last string
 	n           int
 	lane        converge.LaneChange
 	key         string
+	end         int // index in the diff of the group's last lane
 }
 
 func laneSection(w io.Writer, s Styles, d *converge.Diff) error {
 	var groups []*laneGroup
-	for _, l := range d.Lanes {
+	for i, l := range d.Lanes {
 		if l.Action == converge.ActionUnchanged && !l.Held && l.Reason == "" {
 			continue
 		}
 		k := groupKey(l)
-		if g := last(groups); g != nil && g.key == k {
-			g.last, g.n = l.Name, g.n+1
+		if g := last(groups); g != nil && g.key == k && g.end == i-1 && l.Partition == g.lane.Partition+g.n {
+			g.last, g.n, g.end = l.Name, g.n+1, i
 			continue
 		}
-		groups = append(groups, &laneGroup{first: l.Name, last: l.Name, n: 1, lane: l, key: k})
+		groups = append(groups, &laneGroup{first: l.Name, last: l.Name, n: 1, lane: l, key: k, end: i})
 	}
 	if len(groups) == 0 {
 		return nil
@@ -144,7 +167,7 @@ func laneSection(w io.Writer, s Styles, d *converge.Diff) error {
 			name = fmt.Sprintf("%s .. %s (%d)", g.first, g.last, g.n)
 		}
 		rows := laneRows(s, g.lane)
-		rows[0][0] = name
+		rows[0][0] = clean(name)
 		for _, r := range rows {
 			if err := t.Append(r); err != nil {
 				return err
@@ -178,7 +201,7 @@ func laneRows(s Styles, l converge.LaneChange) [][]string {
 	action := laneAction(s, l.Action)
 	note := laneNote(l)
 	if len(l.Changes) == 0 {
-		return [][]string{{"", action, "", "", "", note}}
+		return [][]string{{"", action, "", "", "", line(note)}}
 	}
 	var rows [][]string
 	for i, c := range l.Changes {
@@ -186,9 +209,9 @@ func laneRows(s Styles, l converge.LaneChange) [][]string {
 		if c.Immutable {
 			field += s.Bad.Render(" (immutable)")
 		}
-		r := []string{"", "", field, value(c.Field, c.Old), value(c.Field, c.New), ""}
+		r := []string{"", "", clean(field), value(c.Field, c.Old), value(c.Field, c.New), ""}
 		if i == 0 {
-			r[1], r[5] = action, note
+			r[1], r[5] = action, line(note)
 		}
 		rows = append(rows, r)
 	}
@@ -217,7 +240,10 @@ func laneNote(l converge.LaneChange) string {
 		parts = append(parts, fmt.Sprintf("backlog %d", l.Backlog))
 	}
 	if p := l.Position; p != nil {
-		parts = append(parts, positionText(*p))
+		parts = append(parts, positionText(*p, false))
+	}
+	if l.StartSeq > 1 && l.Action == converge.ActionCreate {
+		parts = append(parts, fmt.Sprintf("starts at stream seq %d (nothing stored for its generation before it is replayed)", l.StartSeq))
 	}
 	if l.Reason != "" && l.Action != converge.ActionRefused && l.Action != converge.ActionRecreate {
 		parts = append(parts, l.Reason)
@@ -228,24 +254,42 @@ func laneNote(l converge.LaneChange) string {
 	return strings.Join(parts, "; ")
 }
 
-func positionText(p converge.Position) string {
+// positionText says where a recreated lane restarts. Before apply, the
+// messages in flight are counted; after, the recreate names the lane's own
+// messages it delivers again, looked up on its filter.
+func positionText(p converge.Position, applied bool) string {
 	t := fmt.Sprintf("restarts at stream seq %d", p.StartSeq)
-	if p.RedeliverTo > 0 {
-		t += fmt.Sprintf(", delivered again: %s", seqRange(p.RedeliverFrom, p.RedeliverTo))
+	switch {
+	case applied && len(p.Redelivered) > 0:
+		seqs := make([]string, len(p.Redelivered))
+		for i, s := range p.Redelivered {
+			seqs[i] = strconv.FormatUint(s, 10)
+		}
+		t += ", delivered again: " + strings.Join(seqs, ", ")
+		if p.RedeliveredMore {
+			t += " and more"
+		}
+	case applied && p.Redelivered != nil:
+		t += ", nothing in flight"
+	case p.InFlight > 0:
+		t += fmt.Sprintf(", %d in flight (delivered again unless acked while the lane is paused)", p.InFlight)
 	}
 	return t
 }
 
-func seqRange(from, to uint64) string {
-	if from == to {
-		return strconv.FormatUint(from, 10)
-	}
-	return fmt.Sprintf("%d..%d", from, to)
-}
-
 // value shows a field's JSON value for people: durations as 30s, strings
-// without quotes, an absent value as "-".
-func value(field string, v json.RawMessage) string {
+// without quotes, an absent value as "-"; escaped, like every text that
+// came from a server.
+func value(field string, v json.RawMessage) string { return clean(rawValue(field, v)) }
+
+// line makes a sentence that carries names, subjects or server text safe
+// for a terminal: escaped, and cut only when it is very long.
+func line(s string) string { return planner.Printable(s, maxLine) }
+
+// maxLine bounds one line of the diff or result (a refusal's reason).
+const maxLine = 4000
+
+func rawValue(field string, v json.RawMessage) string {
 	s := strings.TrimSpace(string(v))
 	if s == "" || s == "null" {
 		return "-"
@@ -280,7 +324,7 @@ func value(field string, v json.RawMessage) string {
 
 func summaryLine(s Styles, d *converge.Diff) string {
 	if !d.Pending() && !d.Refused() && len(d.Unavailable()) == 0 {
-		return s.Good.Render(fmt.Sprintf("Nothing to do: stream %s and its %d lanes are as designed.", d.Stream.Name, len(d.Plan().Lanes)))
+		return s.Good.Render(fmt.Sprintf("Nothing to do: stream %s and its %d lanes are as designed.", clean(d.Stream.Name), len(d.Plan().Lanes)))
 	}
 	c := d.Counts()
 	order := []converge.Action{converge.ActionCreate, converge.ActionUpdate, converge.ActionHold, converge.ActionResume,
@@ -295,10 +339,10 @@ func summaryLine(s Styles, d *converge.Diff) string {
 	return "Lanes: " + strings.Join(parts, ", ") + "."
 }
 
-// ResultTable prints what apply did.
-func ResultTable(w io.Writer, s Styles, r *converge.Result) {
+// ResultTable prints what apply did, and what is left when it stopped
+// early (err is what it stopped with; the error itself goes to stderr).
+func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)))
 	var done []string
 	if r.StreamCreated {
 		done = append(done, "stream created")
@@ -317,12 +361,24 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result) {
 			done = append(done, fmt.Sprintf("%d lanes %s", c.n, c.what))
 		}
 	}
+	heading := fmt.Sprintf("Applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
+	var stopped *converge.StoppedError
+	switch {
+	case err != nil && len(done) == 0 && r.WriteRequests == 0:
+		fmt.Fprintln(w, s.Bad.Render("Nothing was changed (see the error on stderr)"))
+		return
+	case errors.As(err, &stopped):
+		heading = fmt.Sprintf("Stopped after %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
+	case err != nil:
+		heading = fmt.Sprintf("Partly applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
+	}
+	fmt.Fprintln(w, s.Heading.Render(heading))
 	if len(done) == 0 {
 		done = append(done, "nothing changed")
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Join(done, "; "))
 	for _, rc := range r.Recreated {
-		fmt.Fprintf(w, "  %s %s\n", rc.Lane, positionText(rc.Position))
+		fmt.Fprintf(w, "  %s %s\n", clean(rc.Lane), positionText(rc.Position, true))
 	}
 	if dr := r.Drain; dr != nil {
 		state := s.Good.Render("drained")
@@ -332,16 +388,22 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result) {
 		fmt.Fprintf(w, "  old lanes: %d, backlog %d at the start, %s after %s\n", dr.Lanes, dr.Initial, state, dr.Waited.Round(time.Millisecond))
 	}
 	for _, warning := range r.Warnings {
-		fmt.Fprintln(w, s.Warn.Render("  warning: "+warning))
+		fmt.Fprintln(w, s.Warn.Render("  warning: "+line(warning)))
 	}
 	if len(r.Failures) > 0 {
 		fmt.Fprintln(w, s.Bad.Render(fmt.Sprintf("  %d lane changes failed (see stderr)", len(r.Failures))))
+	}
+	if len(r.Remaining) > 0 {
+		fmt.Fprintln(w, s.Warn.Render("  not done (a re-run does it):"))
+		for _, left := range r.Remaining {
+			fmt.Fprintf(w, "    - %s\n", line(left))
+		}
 	}
 }
 
 func bullets(w io.Writer, lines []string) {
 	for _, l := range lines {
-		fmt.Fprintf(w, "  - %s\n", l)
+		fmt.Fprintf(w, "  - %s\n", line(l))
 	}
 }
 
