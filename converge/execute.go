@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
@@ -427,36 +428,34 @@ func (x *executor) parallel(ctx context.Context, phase Phase, n int, fn func(con
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	sem := make(chan struct{}, x.concurrency())
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(x.concurrency())
 	var done int64
 	x.progress(phase, 0, int64(n))
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
+	for i := range n {
 		if ctx.Err() != nil {
 			for j := i; j < n; j++ {
 				errs[j] = errNotStarted
 			}
 			break
 		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		g.Go(func() error {
+			if ctx.Err() != nil { // stopped while this one waited for its turn
+				errs[i] = errNotStarted
+				return nil
+			}
 			errs[i] = fn(ctx, i)
 			if stopsAll(ctx, errs[i]) {
 				stop(errs[i])
 			}
-			<-sem
 			x.mu.Lock()
 			done++
 			x.progress(phase, done, int64(n))
 			x.mu.Unlock()
-		}(i)
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	return errs
 }
 
