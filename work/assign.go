@@ -33,8 +33,8 @@ func Assign(members, lanes []string) map[string]string {
 		return out
 	}
 	type pair struct {
-		score          uint64
-		lane, member   int
+		score        uint64
+		lane, member int
 	}
 	laneHash := make([]uint64, len(lanes))
 	for i, l := range lanes {

@@ -64,7 +64,9 @@ type RetryError struct {
 	Err   error
 }
 
-func (e *RetryError) Error() string { return fmt.Sprintf("retry after %s: %s", e.After, errText(e.Err)) }
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("retry after %s: %s", e.After, errText(e.Err))
+}
 func (e *RetryError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that the message is redelivered after d.

@@ -54,7 +54,7 @@ type Worker struct {
 	handler Handler
 	log     *slog.Logger
 	scope   string
-	kv    jetstream.KeyValue
+	kv      jetstream.KeyValue
 
 	// abort ends handlers and pulls at once: Abort, or the grace period
 	// running out after Run's context ended.
