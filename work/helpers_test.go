@@ -143,6 +143,7 @@ func publishKeys(t testing.TB, js jetstream.JetStream, p *planner.Plan, keys, n 
 // returns its result channel.
 type started struct {
 	w    *Worker
+	nc   *nats.Conn
 	stop context.CancelFunc
 	err  chan error
 }
@@ -162,7 +163,7 @@ func startWorker(t testing.TB, url string, cfg Config, h Handler) *started {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &started{w: w, stop: cancel, err: make(chan error, 1)}
+	s := &started{w: w, nc: nc, stop: cancel, err: make(chan error, 1)}
 	go func() { s.err <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -187,4 +188,48 @@ func (s *started) wait(t testing.TB) error {
 		t.Fatal("worker did not stop within 30s")
 		return nil
 	}
+}
+
+// kill makes the worker vanish like a killed process: its connection
+// closes first, so it cannot leave the membership or settle anything.
+func (s *started) kill(t testing.TB) {
+	t.Helper()
+	s.nc.Close()
+	s.w.Abort()
+	s.wait(t)
+}
+
+// serving returns which instance serves each lane, as the workers say.
+func serving(workers ...*started) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range workers {
+		s.w.mu.Lock()
+		for name, l := range s.w.running {
+			if !l.releasing() {
+				out[name] = append(out[name], s.w.cfg.Instance)
+			}
+		}
+		s.w.mu.Unlock()
+	}
+	return out
+}
+
+// settled: every lane of p is served by exactly one of the workers, and
+// each worker serves between lo and hi lanes.
+func settled(p *planner.Plan, lo, hi int, workers ...*started) bool {
+	sv := serving(workers...)
+	perInstance := map[string]int{}
+	for _, l := range p.Lanes {
+		if len(sv[l.Name]) != 1 {
+			return false
+		}
+		perInstance[sv[l.Name][0]]++
+	}
+	for _, s := range workers {
+		n := perInstance[s.w.cfg.Instance]
+		if n < lo || n > hi {
+			return false
+		}
+	}
+	return true
 }

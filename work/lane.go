@@ -29,6 +29,7 @@ type lane struct {
 
 	release     chan struct{} // closed: finish the message in hand, then stop
 	releaseOnce sync.Once
+	resumed     chan struct{} // the lane was resumed: pull again
 	done        chan struct{}
 
 	// The in-progress ack timer, one per lane, armed while a handler runs.
@@ -37,11 +38,19 @@ type lane struct {
 }
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
-	l := &lane{w: w, name: info.name, stats: stats, release: make(chan struct{}), done: make(chan struct{})}
+	l := &lane{w: w, name: info.name, stats: stats, release: make(chan struct{}), done: make(chan struct{}), resumed: make(chan struct{}, 1)}
 	l.info.Store(info)
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
 	l.wpi.Stop()
 	return l
+}
+
+// resume wakes the lane after its consumer was resumed.
+func (l *lane) resume() {
+	select {
+	case l.resumed <- struct{}{}:
+	default:
+	}
 }
 
 func (l *lane) requestRelease() { l.releaseOnce.Do(func() { close(l.release) }) }
@@ -99,6 +108,11 @@ func (l *lane) run() {
 			if p.sub != nil {
 				l.ensure(p)
 			}
+		case <-l.resumed:
+			// nats-server (2.11-2.15) does not wake the requests already
+			// waiting when a paused consumer is resumed through the API; a
+			// new request does.
+			l.ask(p)
 		}
 	}
 }

@@ -375,7 +375,9 @@ func (w *Worker) listLanes(ctx context.Context) error {
 	w.lanes, w.refused, w.joined = found, refused, true
 	for name, l := range w.running {
 		if info, ok := found[name]; ok {
-			l.info.Store(info)
+			if old := l.info.Swap(info); old.paused && !info.paused {
+				l.resume()
+			}
 		}
 	}
 	return nil
@@ -400,11 +402,12 @@ func (w *Worker) laneDeleted(name string) {
 	}
 }
 
-// followAdvisories re-lists as soon as a consumer of the stream is created
-// or deleted (a repartition's new lanes, a prune), not at the next tick.
+// followAdvisories re-lists as soon as a consumer of the stream is created,
+// deleted, paused or resumed (a repartition's new lanes, their resume, a
+// prune), not at the next tick.
 func (w *Worker) followAdvisories() func() {
 	var subs []*nats.Subscription
-	for _, kind := range []string{"CREATED", "DELETED"} {
+	for _, kind := range []string{"CREATED", "DELETED", "PAUSE"} {
 		s, err := w.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER."+kind+"."+w.cfg.Stream+".*", func(*nats.Msg) { w.relistSoon() })
 		if err != nil {
 			w.log.Debug("cannot follow consumer advisories; relying on periodic listing", "error", err)
