@@ -24,6 +24,7 @@ var (
 type lane struct {
 	w     *Worker
 	name  string
+	since time.Time // when this instance took the lane
 	info  atomic.Pointer[laneInfo]
 	stats *laneStats
 
@@ -38,7 +39,7 @@ type lane struct {
 }
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
-	l := &lane{w: w, name: info.name, stats: stats, release: make(chan struct{}), done: make(chan struct{}), resumed: make(chan struct{}, 1)}
+	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}), resumed: make(chan struct{}, 1)}
 	l.info.Store(info)
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
 	l.wpi.Stop()
@@ -77,7 +78,7 @@ func (l *lane) run() {
 		// message in flight still holds the lane's one ack-pending slot.
 		w.unpin(l.name, info.group)
 	}
-	w.recordLane(l.name)
+	w.recordLane(l.name, l.since)
 	p, err := newPuller(w.nc, w.cfg.APIPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)

@@ -188,9 +188,9 @@ func publishDelete(ctx context.Context, js jetstream.JetStream, key string, rev 
 	return err
 }
 
-// recordLane says in the bucket that this instance serves lane from now.
-func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane, instance string) error {
-	b, _ := json.Marshal(laneRecord{Instance: instance, Since: time.Now().UTC()})
+// recordLane says in the bucket that this instance serves lane since then.
+func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane, instance string, since time.Time) error {
+	b, _ := json.Marshal(laneRecord{Instance: instance, Since: since.UTC()})
 	_, err := kv.Put(ctx, scope+".l."+lane, b)
 	return err
 }
@@ -244,4 +244,46 @@ func wrongLastSequence(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// laneRecordEvent is a change of a lane record: who the bucket says serves it.
+type laneRecordEvent struct{ lane, instance string }
+
+// watchLaneRecords streams the design's lane records, so that an instance
+// can correct a record a former owner wrote after it (both write when
+// they start serving, and the writes can cross).
+func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string) (<-chan laneRecordEvent, error) {
+	w, err := kv.Watch(ctx, scope+".l.*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("watching the lane records: %w", err)
+	}
+	out := make(chan laneRecordEvent, 256)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		prefix := scope + ".l."
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				var rec laneRecord
+				if json.Unmarshal(e.Value(), &rec) != nil {
+					continue
+				}
+				select {
+				case out <- laneRecordEvent{strings.TrimPrefix(e.Key(), prefix), rec.Instance}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
 }

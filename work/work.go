@@ -159,6 +159,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	records, err := watchLaneRecords(watchCtx, w.kv, w.scope)
+	if err != nil {
+		return err
+	}
 	ls := newLease(w.js, w.kv, w.scope, &w.cfg)
 	if err := ls.join(ctx, w.cfg.Timeout); err != nil {
 		return err
@@ -234,6 +238,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.mu.Unlock()
 			w.relistSoon()
 		case <-w.wake:
+		case rec, ok := <-records:
+			if !ok {
+				records = nil // inspect may show a stale owner; serving is unaffected
+				continue
+			}
+			w.correctRecord(rec)
+			continue
 		}
 		if snapshot {
 			w.rebalance()
@@ -554,11 +565,25 @@ func (w *Worker) unpin(lane, group string) {
 	}
 }
 
+// correctRecord rewrites a lane record that names another instance while
+// this one serves the lane.
+func (w *Worker) correctRecord(rec laneRecordEvent) {
+	if rec.instance == w.cfg.Instance {
+		return
+	}
+	w.mu.Lock()
+	l := w.running[rec.lane]
+	w.mu.Unlock()
+	if l != nil && !l.releasing() {
+		go w.recordLane(rec.lane, l.since)
+	}
+}
+
 // recordLane writes who serves the lane, for inspect; best effort.
-func (w *Worker) recordLane(lane string) {
+func (w *Worker) recordLane(lane string, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	if err := recordLane(ctx, w.kv, w.scope, lane, w.cfg.Instance); err != nil {
+	if err := recordLane(ctx, w.kv, w.scope, lane, w.cfg.Instance, since); err != nil {
 		w.log.Debug("cannot record the lane's owner", "lane", lane, "error", err)
 	}
 }
