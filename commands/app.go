@@ -38,9 +38,9 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, joinWatchInterval(args))
 	if unknown != "" {
-		err = usageErrorf("unknown command %q: lanes has plan, apply, inspect and simulate (see lanes --help)", unknown)
+		err = usageErrorf("unknown command %q: lanes has plan, apply, inspect, simulate and work (see lanes --help)", unknown)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && err != errStoppedCleanly {
 		fmt.Fprintf(stderr, "lanes: %s\n", strings.TrimSpace(interruptedMessage(ctx, err)))
 		return ExitInterrupted
 	}
@@ -73,6 +73,7 @@ each key stays in publish order.
    lanes apply     converge a server to the plan (diff first, safely)
    lanes inspect   per-lane backlog, in-flight and health findings
    lanes simulate  predict throughput and latency, and prove it live
+   lanes work      process the lanes: a program or URL per message, many instances
 
 Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		Reader:               io.In,
@@ -89,6 +90,7 @@ Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 			applyCommand(io),
 			inspectCommand(io),
 			simulateCommand(io),
+			workCommand(io),
 		},
 	}
 }

@@ -67,27 +67,46 @@ type Config struct {
 // instanceName: KV keys allow [-/_=.a-zA-Z0-9]; lanes keeps to [-_a-zA-Z0-9].
 var instanceName = regexp.MustCompile(`^[-_a-zA-Z0-9]{1,64}$`)
 
+// ConfigError is a bad setting. Field is named like the lanes work flag
+// that sets it.
+type ConfigError struct {
+	Field string
+	Value string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Msg) }
+
+// Validate reports the first bad setting.
+func (c Config) Validate() error { return c.normalize() }
+
 func (c *Config) normalize() error {
+	bad := func(field string, value any, format string, args ...any) error {
+		return &ConfigError{Field: field, Value: fmt.Sprint(value), Msg: fmt.Sprintf(format, args...)}
+	}
 	if c.Stream == "" || c.Design == "" {
-		return fmt.Errorf("a stream and a design name are required")
+		return bad("stream", c.Stream+"/"+c.Design, "a stream and a design name are required")
 	}
 	if c.Instance == "" {
 		c.Instance = DefaultInstance()
 	}
 	if !instanceName.MatchString(c.Instance) {
-		return fmt.Errorf("instance name %q: use 1 to 64 letters, digits, '-' or '_'", c.Instance)
+		return bad("instance", c.Instance, "use 1 to 64 letters, digits, '-' or '_'")
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
 	if c.Lease < minLease || c.Lease%time.Second != 0 {
-		return fmt.Errorf("lease %s: must be whole seconds, at least %s (the server's TTLs are in seconds)", c.Lease, minLease)
+		return bad("lease", c.Lease, "must be whole seconds, at least %s (the server's key TTLs are in seconds)", minLease)
 	}
 	if c.Grace == 0 {
 		c.Grace = DefaultGrace
 	}
-	if c.MaxProcessTime < 0 || c.Grace < 0 {
-		return fmt.Errorf("durations cannot be negative")
+	if c.Grace < 0 {
+		return bad("grace", c.Grace, "cannot be negative")
+	}
+	if c.MaxProcessTime < 0 {
+		return bad("max-process-time", c.MaxProcessTime, "cannot be negative")
 	}
 	switch c.OnPoison {
 	case "":
@@ -95,20 +114,20 @@ func (c *Config) normalize() error {
 	case Block:
 	case Park:
 		if c.DeadLetter == "" {
-			return fmt.Errorf("on-poison park needs a dead-letter subject")
+			return bad("on-poison", c.OnPoison, "park needs a dead-letter subject: where parked messages go")
 		}
 	default:
-		return fmt.Errorf("on-poison %q: choose block or park", c.OnPoison)
+		return bad("on-poison", c.OnPoison, "choose block or park")
 	}
-	if c.DeadLetter != "" && (strings.ContainsAny(c.DeadLetter, "*> \t\r\n") || strings.Contains(c.DeadLetter, "..") ||
-		strings.HasPrefix(c.DeadLetter, ".") || strings.HasSuffix(c.DeadLetter, ".")) {
-		return fmt.Errorf("dead-letter subject %q: must be a literal subject (no wildcards or spaces)", c.DeadLetter)
+	if d := c.DeadLetter; d != "" && (strings.ContainsAny(d, "*> \t\r\n") || strings.Contains(d, "..") ||
+		strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".")) {
+		return bad("dead-letter", d, "must be a literal subject (no wildcards or spaces)")
 	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
 	if c.ParkAfter < 1 {
-		return fmt.Errorf("park-after %d: must be at least 1", c.ParkAfter)
+		return bad("park-after", c.ParkAfter, "must be at least 1")
 	}
 	if c.Relist == 0 {
 		c.Relist = DefaultRelist
