@@ -41,7 +41,9 @@ func (s *statusLine) writeTo(w io.Writer, p []byte) (int, error) {
 }
 
 // wrap routes another writer to the same terminal through the status line.
-func (s *statusLine) wrap(w io.Writer) io.Writer { return writerFunc(func(p []byte) (int, error) { return s.writeTo(w, p) }) }
+func (s *statusLine) wrap(w io.Writer) io.Writer {
+	return writerFunc(func(p []byte) (int, error) { return s.writeTo(w, p) })
+}
 
 type writerFunc func([]byte) (int, error)
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
