@@ -1,14 +1,17 @@
 package commands_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,8 +37,9 @@ type workCall struct {
 type callRecorder struct {
 	URL   string
 	work  atomic.Int64 // nanoseconds per call
-	mu    sync.Mutex
-	calls []workCall
+	mu      sync.Mutex
+	calls   []workCall // when they end
+	started []workCall // when they start
 }
 
 func newCallRecorder(t *testing.T, work time.Duration) *callRecorder {
@@ -46,6 +50,9 @@ func newCallRecorder(t *testing.T, work time.Duration) *callRecorder {
 		c.seq, _ = strconv.ParseUint(req.Header.Get("Lanes-Seq"), 10, 64)
 		c.attempt, _ = strconv.Atoi(req.Header.Get("Lanes-Attempt"))
 		io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		r.started = append(r.started, c)
+		r.mu.Unlock()
 		time.Sleep(time.Duration(r.work.Load()))
 		c.end = time.Now()
 		r.mu.Lock()
@@ -61,6 +68,12 @@ func (r *callRecorder) snapshot() []workCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]workCall(nil), r.calls...)
+}
+
+func (r *callRecorder) startedCalls() []workCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]workCall(nil), r.started...)
 }
 
 func (r *callRecorder) distinct() int {
@@ -172,8 +185,19 @@ func instancesServing(calls []workCall, since time.Time) map[string]bool {
 	return out
 }
 
-// alive reports whether process pid exists.
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// alive reports whether process pid runs (a zombie waiting to be reaped
+// does not count).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) == 0 || fields[0] != "Z"
+}
 
 // stopChild sends sig and waits for the exit code.
 func stopChild(t *testing.T, cmd *exec.Cmd, sig syscall.Signal, limit time.Duration) int {
