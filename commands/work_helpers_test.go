@@ -35,8 +35,8 @@ type workCall struct {
 // the instance, lane, key and sequence the Lanes-* headers carry, and when
 // it started and ended. Each call takes work.
 type callRecorder struct {
-	URL   string
-	work  atomic.Int64 // nanoseconds per call
+	URL     string
+	work    atomic.Int64 // nanoseconds per call
 	mu      sync.Mutex
 	calls   []workCall // when they end
 	started []workCall // when they start
