@@ -594,3 +594,57 @@ func TestWorkMetricsAndStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkRepartitionUnderLoad: two instances run while publishers keep
+// publishing and lanes apply repartitions 4 -> 8. Nothing restarts: the
+// instances serve the new lanes as they appear (held, then resumed), the
+// old ones drain and are dropped; every message is processed once, each
+// key in order across the change.
+func TestWorkRepartitionUnderLoad(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "4")
+	_, js := natstest.Connect(t, url)
+	rec := newCallRecorder(t, 2*time.Millisecond)
+	var children []*exec.Cmd
+	for _, name := range []string{"w0", "w1"} {
+		cmd, _ := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
+		children = append(children, cmd)
+	}
+	pub := startPublisher(t, js, p, 32, time.Millisecond)
+	waitForCond(t, "both serving", 20*time.Second, func() bool { return len(instancesServing(rec.snapshot(), time.Time{})) == 2 })
+	time.Sleep(300 * time.Millisecond)
+	code, out, errs := lanes(t, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "--server", url, "--partitions", "8")
+	if code != 0 {
+		t.Fatalf("repartition: exit %d\n%s\n%s", code, out, errs)
+	}
+	applied := time.Now()
+	time.Sleep(time.Second)
+	n := pub.finish()
+	waitForCond(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+	calls := rec.snapshot()
+	checkWorkCalls(t, calls, n, "")
+	newLanes := map[string]map[string]bool{}
+	for _, c := range calls {
+		if c.start.After(applied) {
+			if !strings.Contains(c.lane, "-n8-") {
+				t.Errorf("an old lane (%s) ran a message after the repartition", c.lane)
+			}
+			if newLanes[c.instance] == nil {
+				newLanes[c.instance] = map[string]bool{}
+			}
+			newLanes[c.instance][c.lane] = true
+		}
+	}
+	for _, name := range []string{"w0", "w1"} {
+		if len(newLanes[name]) != 4 {
+			t.Errorf("%s served %d new lanes, want 4 of 8", name, len(newLanes[name]))
+		}
+	}
+	t.Logf("%d messages across the repartition", n)
+	for _, cmd := range children {
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("SIGTERM: exit %d", code)
+		}
+	}
+}
