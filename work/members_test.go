@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,4 +116,41 @@ func TestFailover(t *testing.T) {
 			checkOrder(t, rec.snapshot(), true)
 		})
 	}
+}
+
+// TestChurnLosesNoDelivery: instances join and leave every 150ms while
+// messages flow. Each move hands lanes over; a message the server sends
+// to the old owner in that instant must be handed back, not dropped (a
+// dropped delivery would wait out the 30s ack wait). Everything is done
+// within seconds of the last publish.
+func TestChurnLosesNoDelivery(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 8)
+	rec := &recorder{}
+	cfg := func(name string) Config {
+		return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name}
+	}
+	startWorker(t, s.URL(), cfg("a"), rec.handler("a", nil))
+	done := make(chan int)
+	go func() {
+		n := 0
+		for i := 0; i < 40; i++ {
+			publishKeys(t, js, p, 16, 1)
+			n += 16
+			time.Sleep(15 * time.Millisecond)
+		}
+		done <- n
+	}()
+	for i := 0; i < 4; i++ {
+		b := startWorker(t, s.URL(), cfg(fmt.Sprintf("b%d", i)), rec.handler(fmt.Sprintf("b%d", i), nil))
+		time.Sleep(150 * time.Millisecond)
+		b.wait(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	n := <-done
+	published := time.Now()
+	waitFor(t, "every message", 20*time.Second, func() bool { return len(rec.seqs()) == n })
+	if took := time.Since(published); took > 5*time.Second {
+		t.Errorf("the last messages took %s: a delivery was lost in a hand-over and waited for the ack wait", took)
+	}
+	checkOrder(t, rec.snapshot(), true)
 }

@@ -128,15 +128,23 @@ func (p *puller) note(m *nats.Msg) pullEvent {
 	return evRefused
 }
 
-// stop unsubscribes, and flushes so that the server has seen it: a request
-// still waiting there then has no interest and is skipped, so the lane's
-// next message goes to its new owner, not to this closed inbox. Messages
-// already received are returned for the caller to hand back.
+// stop drains the subscription: the server is told to stop sending (a
+// request still waiting there then has no interest and is skipped, so the
+// lane's next message goes to its new owner), and whatever it sent before
+// that still reaches the channel instead of being dropped by the client.
+// Messages received are returned for the caller to hand back.
 func (p *puller) stop() []*nats.Msg {
 	if p.sub != nil {
-		_ = p.sub.Unsubscribe()
+		closed := p.sub.StatusChanged(nats.SubscriptionClosed)
+		if err := p.sub.Drain(); err != nil {
+			_ = p.sub.Unsubscribe()
+		} else {
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+			}
+		}
 		p.sub = nil
-		_ = p.nc.FlushTimeout(2 * time.Second)
 	}
 	p.outstanding = false
 	var left []*nats.Msg

@@ -38,6 +38,9 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 )
 
+// relistDebounce is how long a re-listing waits after an advisory.
+const relistDebounce = 250 * time.Millisecond
+
 // ErrGraceExpired: Run stopped, but messages still in flight when the grace
 // period ended were handed back for redelivery.
 var ErrGraceExpired = errors.New("grace period over")
@@ -180,6 +183,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer relistTicker.Stop()
 	listed := make(chan error, 1)
 	listing := false
+	// A burst of advisories (apply creating 1,024 lanes) is read as one
+	// listing a moment later, so that every instance sees the whole burst.
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	debouncing := false
 	snapshot := false // the watch's initial values are in
 
 	for {
@@ -223,9 +231,17 @@ func (w *Worker) Run(ctx context.Context) error {
 				go func() { listed <- w.listLanes(ctx) }()
 			}
 		case <-w.relist:
+			if !debouncing {
+				debouncing = true
+				debounce.Reset(relistDebounce)
+			}
+		case <-debounce.C:
+			debouncing = false
 			if !listing {
 				listing = true
 				go func() { listed <- w.listLanes(ctx) }()
+			} else {
+				w.relistSoon() // after the one running
 			}
 		case err := <-listed:
 			listing = false
@@ -452,9 +468,18 @@ func (w *Worker) rebalance() {
 	members := slices.Collect(maps.Keys(w.members))
 	mine := map[string]bool{}
 	if w.members[w.cfg.Instance] && w.abort.Err() == nil {
-		for lane, owner := range Assign(members, slices.Collect(maps.Keys(w.lanes))) {
-			if owner == w.cfg.Instance {
-				mine[lane] = true
+		// Each generation (partition count) is spread on its own, so a
+		// repartition's new lanes appearing moves none of the old ones
+		// while they drain, and both generations are spread evenly.
+		generations := map[int][]string{}
+		for name, l := range w.lanes {
+			generations[l.partitions] = append(generations[l.partitions], name)
+		}
+		for _, names := range generations {
+			for lane, owner := range Assign(members, names) {
+				if owner == w.cfg.Instance {
+					mine[lane] = true
+				}
 			}
 		}
 	}
