@@ -144,6 +144,7 @@ func (l *lane) on(p *puller, e event) bool {
 		return l.process(p, e.m)
 	case evEnded:
 		l.ask(p)
+	case evAckAnswer: // late: its ack was given up on
 	case evPinLost:
 		w.log.Debug("pin taken by another instance", "lane", l.name)
 		l.ask(p)
@@ -227,12 +228,6 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 		l.ask(p)
 		return true
 	}
-	// Ask for the next message now: the server cannot deliver it before it
-	// applied this one's ack, and the next message is read from the inbox
-	// only after the ack is confirmed.
-	if !l.releasing() {
-		l.ask(p)
-	}
 	msg := &Msg{
 		Stream:    w.cfg.Stream,
 		Lane:      l.name,
@@ -261,13 +256,14 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	p.drain()
 
 	// A lane that is being handed over stops pulling before the ack, so
-	// the next message goes to the new owner.
+	// the next message goes to the new owner; otherwise the request for
+	// the next message goes out with the ack.
 	if l.releasing() || w.abort.Err() != nil {
 		l.finish(p)
 	} else {
 		l.ensure(p)
 	}
-	if !l.settle(f, msg, info, err, took) && p.sub != nil {
+	if !l.settle(p, f, msg, info, err) && p.sub != nil {
 		l.resync(p)
 	}
 	return p.sub != nil
@@ -327,12 +323,12 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 
 // settle acks, naks, terminates or parks the message as the handler's
 // result says; false when an ack could not be confirmed.
-func (l *lane) settle(f *inflight, msg *Msg, info *laneInfo, herr error, took time.Duration) bool {
+func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr error) bool {
 	w := l.w
 	m := f.m
 	attrs := []any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "attempt", msg.Attempt}
 	if herr == nil {
-		if err := l.confirm(m, []byte("+ACK")); err != nil {
+		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
 			w.log.Error("ack not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
 		}
@@ -366,14 +362,14 @@ func (l *lane) settle(f *inflight, msg *Msg, info *laneInfo, herr error, took ti
 			l.nak(f, info, msg.Attempt, -1)
 			return true
 		}
-		if err := l.confirm(m, []byte("+ACK")); err != nil {
+		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
 			w.log.Error("ack of a parked message not confirmed: it will be redelivered and parked again (deduplicated)", append(attrs, "error", err)...)
 			return false
 		}
 		l.stats.parked.Add(1)
 		w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
 	case kind == outcomeTerm:
-		if err := l.confirm(m, []byte("+TERM "+oneLine(herr.Error(), 256))); err != nil {
+		if err := l.confirm(p, m, []byte("+TERM "+oneLine(herr.Error(), 256))); err != nil {
 			w.log.Error("term not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
 		}
@@ -408,10 +404,10 @@ func (l *lane) nak(f *inflight, info *laneInfo, attempt int, want time.Duration)
 
 // confirm sends an ack (or term) and waits for the server's answer, which
 // comes once the ack is applied (replicated, on a clustered lane).
-func (l *lane) confirm(m *nats.Msg, body []byte) error {
+func (l *lane) confirm(p *puller, m *nats.Msg, body []byte) error {
 	var err error
 	for try := 0; try < 3; try++ {
-		if _, err = l.w.nc.Request(m.Reply, body, l.w.cfg.Timeout); err == nil {
+		if err = p.confirm(m, body, l.w.cfg.Timeout); err == nil {
 			return nil
 		}
 		if errors.Is(err, nats.ErrConnectionClosed) || l.w.abort.Err() != nil {

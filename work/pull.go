@@ -1,6 +1,7 @@
 package work
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -9,25 +10,36 @@ import (
 )
 
 // puller keeps one pull request (batch 1) waiting at the server for a
-// lane, on the lane's own inbox. It is driven by the lane's goroutine
-// only. Keeping a request waiting while a message is processed lets the
-// server deliver the next message the moment it applies the ack (it cannot
-// before: max ack pending is 1), so a message costs one round trip, not two.
+// lane, and receives the answers to the lane's acks, on the lane's own
+// inbox: <inbox>.p for deliveries and pull statuses, <inbox>.a<n> for the
+// answer to the lane's n-th confirmed ack. It is driven by the lane's
+// goroutine only.
+//
+// The request for the next message goes out with the ack of the current
+// one (one write): the server cannot deliver the next message before it
+// applied the ack (max ack pending is 1), and delivers it right after, so
+// the ack's answer and the next message arrive together and a message
+// costs one round trip. The next message is read only after the ack's
+// answer.
 type puller struct {
 	nc        *nats.Conn
 	subject   string // <api>CONSUMER.MSG.NEXT.<stream>.<lane>
 	inbox     string
+	pullReply string // <inbox>.p
+	ackPrefix string // <inbox>.a
 	group     string // priority group of a pinned lane
 	expiry    time.Duration
 	heartbeat time.Duration
 	sub       *nats.Subscription
 	ch        chan *nats.Msg
+	acks      uint64      // confirmed acks asked so far
+	timer     *time.Timer // reused for ack answers
 
 	pinID       string    // the pin this instance holds, sent with each request
 	outstanding bool      // a request is believed to wait at the server
 	expires     time.Time // when it ends
 	lastHeard   time.Time // last message or heartbeat on the inbox
-	queued      []event   // read by drain, not yet acted on
+	queued      []event   // read while waiting for an ack, not yet acted on
 }
 
 // pullEvent is what a message on the inbox means.
@@ -41,20 +53,26 @@ const (
 	evGone                       // the consumer was deleted
 	evBusy                       // too many waiting requests or a leader change: ask again shortly
 	evRefused                    // a bad request (e.g. the lane's priority group changed)
+	evAckAnswer                  // the answer to an ack (a late one, if seen here)
 )
 
 func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration) (*puller, error) {
+	inbox := nc.NewInbox()
 	p := &puller{
 		nc:        nc,
 		subject:   apiPrefix + "CONSUMER.MSG.NEXT." + stream + "." + lane,
-		inbox:     nc.NewInbox(),
+		inbox:     inbox,
+		pullReply: inbox + ".p",
+		ackPrefix: inbox + ".a",
 		group:     group,
 		expiry:    expiry,
 		heartbeat: min(max(expiry/6, time.Second), 5*time.Second),
 		ch:        make(chan *nats.Msg, 64),
+		timer:     time.NewTimer(time.Hour),
 	}
+	p.timer.Stop()
 	var err error
-	p.sub, err = nc.ChanSubscribe(p.inbox, p.ch)
+	p.sub, err = nc.ChanSubscribe(inbox+".*", p.ch)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +97,7 @@ func (p *puller) request() error {
 	b.WriteByte('}')
 	now := time.Now()
 	p.outstanding, p.expires, p.lastHeard = true, now.Add(p.expiry), now
-	return p.nc.PublishRequest(p.subject, p.inbox, []byte(b.String()))
+	return p.nc.PublishRequest(p.subject, p.pullReply, []byte(b.String()))
 }
 
 // ensure sends a request unless a live one waits: none is out, it ends
@@ -94,7 +112,11 @@ func (p *puller) ensure() error {
 }
 
 // note reads one inbox message and updates the request state.
+// Deliveries carry the message's own subject; statuses come on <inbox>.p.
 func (p *puller) note(m *nats.Msg) pullEvent {
+	if strings.HasPrefix(m.Subject, p.ackPrefix) {
+		return evAckAnswer
+	}
 	p.lastHeard = time.Now()
 	status := m.Header.Get("Status")
 	if status == "" && len(m.Reply) > 0 {
@@ -128,6 +150,40 @@ func (p *puller) note(m *nats.Msg) pullEvent {
 	return evRefused
 }
 
+var errNoAnswer = errors.New("no answer from the server")
+
+// confirm sends an ack (or term) for m and waits up to timeout for the
+// server's answer, which comes once the ack is applied (replicated, on a
+// clustered lane). Whatever else arrives meanwhile (the next message,
+// statuses) is queued for the lane loop. A stopped puller (a lane being
+// handed over, whose inbox is gone) asks with a plain request.
+func (p *puller) confirm(m *nats.Msg, body []byte, timeout time.Duration) error {
+	if p.sub == nil {
+		_, err := p.nc.Request(m.Reply, body, timeout)
+		return err
+	}
+	p.acks++
+	want := p.ackPrefix + strconv.FormatUint(p.acks, 10)
+	if err := p.nc.PublishRequest(m.Reply, want, body); err != nil {
+		return err
+	}
+	p.timer.Reset(timeout)
+	defer p.timer.Stop()
+	for {
+		select {
+		case a := <-p.ch:
+			if a.Subject == want {
+				return nil
+			}
+			if ev := p.note(a); ev != evHeartbeat && ev != evEnded && ev != evAckAnswer {
+				p.queued = append(p.queued, event{a, ev})
+			}
+		case <-p.timer.C:
+			return errNoAnswer
+		}
+	}
+}
+
 // stop drains the subscription: the server is told to stop sending (a
 // request still waiting there then has no interest and is skipped, so the
 // lane's next message goes to its new owner), and whatever it sent before
@@ -157,7 +213,7 @@ func (p *puller) stop() []*nats.Msg {
 	for {
 		select {
 		case m := <-p.ch:
-			if m.Header.Get("Status") == "" && len(m.Reply) > 0 {
+			if !strings.HasPrefix(m.Subject, p.ackPrefix) && m.Header.Get("Status") == "" && len(m.Reply) > 0 {
 				left = append(left, m)
 			}
 		default:
@@ -179,7 +235,7 @@ func (p *puller) drain() {
 	for {
 		select {
 		case m := <-p.ch:
-			if ev := p.note(m); ev != evHeartbeat && ev != evEnded {
+			if ev := p.note(m); ev != evHeartbeat && ev != evEnded && ev != evAckAnswer {
 				p.queued = append(p.queued, event{m, ev})
 			}
 		default:
