@@ -286,4 +286,3 @@ func BenchmarkHandlers(b *testing.B) {
 	b.ReportMetric(median(httpMsg), "http-µs/msg")
 	b.ReportMetric(median(postMsg), "post-µs")
 }
-
