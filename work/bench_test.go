@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,9 +40,9 @@ func (s *span) rate() float64 {
 
 // backlog creates a design with lanes lanes and stores perLane messages in
 // each, and returns its plan.
-func backlog(b *testing.B, js jetstream.JetStream, name string, lanes, perLane int) *planner.Plan {
+func backlog(b *testing.B, js jetstream.JetStream, name string, lanes, perLane int, edit ...func(*planner.Design)) *planner.Plan {
 	b.Helper()
-	p := natstest.Plan(b, name, lanes)
+	p := natstest.Plan(b, name, lanes, edit...)
 	natstest.CreateLanes(b, js, p)
 	var subjects []string
 	keys := make([][]string, lanes)
@@ -285,4 +286,153 @@ func BenchmarkHandlers(b *testing.B) {
 	b.ReportMetric(median(forkMsg), "fork-µs")
 	b.ReportMetric(median(httpMsg), "http-µs/msg")
 	b.ReportMetric(median(postMsg), "post-µs")
+}
+
+// BenchmarkLanes1024: one instance takes 1,024 lanes; how long until it
+// serves them all, the memory and goroutines per lane (the process heap,
+// which includes the embedded server's side of the waiting pull
+// requests), and the drain rate of a backlog spread over them.
+//
+//	go test ./work -run '^$' -bench Lanes1024 -benchtime 1x
+func BenchmarkLanes1024(b *testing.B) {
+	for _, storage := range []string{"file", "memory"} {
+		b.Run(storage, func(b *testing.B) { lanes1024(b, storage) })
+	}
+}
+
+func lanes1024(b *testing.B, storage string) {
+	const lanes, perLane = 1024, 20
+	s := natstest.Start(b)
+	_, js := natstest.Connect(b, s.URL())
+	for b.Loop() {
+		p := backlog(b, js, "wide", lanes, perLane, func(d *planner.Design) { d.Stream.Storage = storage })
+		var sp span
+		done := make(chan struct{})
+		nc, err := nats.Connect(s.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		goroutines := runtime.NumGoroutine()
+		// Hold every message until the instance serves every lane, so the
+		// figures are taken with a message in flight on none of them.
+		gate := make(chan struct{})
+		w, err := New(nc, Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "wide"}, HandlerFunc(func(context.Context, *Msg) error {
+			<-gate
+			if sp.tick() == lanes*perLane {
+				close(done)
+			}
+			return nil
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ended := make(chan error, 1)
+		started := time.Now()
+		go func() { ended <- w.Run(ctx) }()
+		waitFor(b, "1,024 lanes served", time.Minute, func() bool { return w.Stats().Serving == lanes })
+		took := time.Since(started)
+		waitFor(b, "a message in every lane", time.Minute, func() bool { return w.Stats().InFlight == lanes })
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perLaneGoroutines := float64(runtime.NumGoroutine()-goroutines) / lanes
+		close(gate)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Minute):
+			b.Fatal("not drained")
+		}
+		cancel()
+		<-ended
+		nc.Close()
+		b.ReportMetric(float64(took.Milliseconds()), "ms-to-serve-all")
+		b.ReportMetric(float64(int64(after.HeapInuse)-int64(before.HeapInuse))/lanes/1024, "KB-heap/lane")
+		b.ReportMetric(perLaneGoroutines, "goroutines/lane")
+		b.ReportMetric(sp.rate(), "drain-msgs/s")
+	}
+}
+
+// BenchmarkFailoverCluster: on a 3-node cluster (16 lanes, replicas 3,
+// pinned, ack wait 5s, the default 5s lease), three instances each on its
+// own node: how long until a joining instance has its share, until a
+// stopping one's lanes are taken, until a killed one's lanes are served
+// again, and until the message the killed one had in flight runs again.
+//
+//	go test ./work -run '^$' -bench FailoverCluster -benchtime 1x
+func BenchmarkFailoverCluster(b *testing.B) {
+	cl := natstest.StartCluster(b, 3)
+	_, js := natstest.Connect(b, cl.Servers[0].URL())
+	for b.Loop() {
+		p := natstest.Plan(b, "fo", 16, func(d *planner.Design) {
+			d.Stream.Replicas = 3
+			d.Lane.Pinned = true
+			d.Lane.AckWait = planner.Duration(5 * time.Second)
+		})
+		natstest.CreateLanes(b, js, p)
+		hold := make(chan struct{})
+		var redelivered atomic.Int64
+		cfg := func(name string) Config { return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name} }
+		h := func(name string) Handler {
+			return HandlerFunc(func(ctx context.Context, m *Msg) error {
+				if name == "c" {
+					select { // c dies with this message in flight
+					case <-hold:
+					case <-ctx.Done():
+					}
+					return ctx.Err()
+				}
+				if m.Attempt > 1 {
+					redelivered.CompareAndSwap(0, time.Now().UnixNano())
+				}
+				return nil
+			})
+		}
+		a := startWorker(b, cl.Servers[0].URL(), cfg("a"), h("a"))
+		bb := startWorker(b, cl.Servers[1].URL(), cfg("b"), h("b"))
+		c := startWorker(b, cl.Servers[2].URL(), cfg("c"), h("c"))
+		waitFor(b, "5/5/6", 30*time.Second, func() bool { return settled(p, 5, 6, a, bb, c) })
+
+		t0 := time.Now()
+		d := startWorker(b, cl.Servers[0].URL(), cfg("d"), h("d"))
+		waitFor(b, "4/4/4/4", 30*time.Second, func() bool { return settled(p, 4, 4, a, bb, c, d) })
+		join := time.Since(t0)
+
+		t0 = time.Now()
+		d.wait(b)
+		waitFor(b, "5/5/6 again", 30*time.Second, func() bool { return settled(p, 5, 6, a, bb, c) })
+		leave := time.Since(t0)
+
+		// A message for one of c's lanes, which c holds when it dies.
+		var cLane string
+		for lane, owners := range serving(c) {
+			cLane = lane
+			_ = owners
+			break
+		}
+		var part int
+		for _, l := range p.Lanes {
+			if l.Name == cLane {
+				part = l.Partition
+			}
+		}
+		natstest.Publish(b, js, natstest.SubjectsFor(b, p, part, 1)...)
+		waitFor(b, "c busy", 10*time.Second, func() bool { return c.w.Stats().InFlight == 1 })
+		t0 = time.Now()
+		c.kill(b)
+		close(hold)
+		waitFor(b, "8/8", 30*time.Second, func() bool { return settled(p, 8, 8, a, bb) })
+		moved := time.Since(t0)
+		waitFor(b, "the message in flight run again", 30*time.Second, func() bool { return redelivered.Load() != 0 })
+		again := time.Duration(redelivered.Load() - t0.UnixNano())
+		a.wait(b)
+		bb.wait(b)
+		dropStream(b, js, p.Stream.Name)
+		b.ReportMetric(float64(join.Milliseconds()), "ms-join")
+		b.ReportMetric(float64(leave.Milliseconds()), "ms-leave")
+		b.ReportMetric(float64(moved.Milliseconds()), "ms-kill-lanes-moved")
+		b.ReportMetric(float64(again.Milliseconds()), "ms-kill-message-rerun")
+	}
 }

@@ -68,7 +68,7 @@ func envName(header string) string {
 type ExecHandler struct {
 	Command string
 	Shell   string    // default "sh"
-	Stdout  io.Writer // the handlers' output, shared (writes are serialised)
+	Stdout  io.Writer // the handlers' output, shared (writes are serialised; an *os.File is passed as it is)
 	Stderr  io.Writer // also kept (the last 1 KB) as the error of a failure
 	Env     []string  // the inherited environment; default os.Environ()
 	once    sync.Once
@@ -95,7 +95,11 @@ func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 	cmd.Env = append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
 	tail := &tailBuffer{max: 1024}
 	cmd.Stdout = h.out
-	cmd.Stderr = io.MultiWriter(h.errw, tail)
+	if h.errw != nil {
+		cmd.Stderr = io.MultiWriter(h.errw, tail)
+	} else {
+		cmd.Stderr = tail
+	}
 	ownProcessGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
 	err := cmd.Run()
@@ -147,9 +151,13 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
+// lockedWriter serialises writes to w. A file is left as it is: the
+// command writes to it directly, with no pipe and no copying goroutine
+// per message; nil stays nil (the command gets /dev/null).
 func lockedWriter(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
+	switch w.(type) {
+	case nil, *os.File:
+		return w
 	}
 	return &syncWriter{w: w}
 }
