@@ -87,7 +87,7 @@ func drainRaw(b *testing.B, url string, p *planner.Plan, perLane int, double boo
 				b.Error(err)
 				return
 			}
-			it, err := c.Messages(jetstream.PullMaxMessages(1))
+			it, err := c.Messages(jetstream.PullMaxMessages(1), jetstream.WithMessagesErrOnMissingHeartbeat(false))
 			if err != nil {
 				b.Error(err)
 				return
@@ -365,8 +365,11 @@ func lanes1024(b *testing.B, storage string) {
 func BenchmarkFailoverCluster(b *testing.B) {
 	cl := natstest.StartCluster(b, 3)
 	_, js := natstest.Connect(b, cl.Servers[0].URL())
+	natstest.KeepAccountStreams(b, js)
+	i := 0
 	for b.Loop() {
-		p := natstest.Plan(b, "fo", 16, func(d *planner.Design) {
+		i++
+		p := natstest.Plan(b, fmt.Sprintf("fo%d", i), 16, func(d *planner.Design) {
 			d.Stream.Replicas = 3
 			d.Lane.Pinned = true
 			d.Lane.AckWait = planner.Duration(5 * time.Second)

@@ -149,7 +149,7 @@ func (l *lane) on(p *puller, e event) bool {
 		w.log.Debug("pin taken by another instance", "lane", l.name)
 		l.ask(p)
 	case evGone:
-		w.log.Info("lane deleted", "lane", l.name)
+		w.log.Debug("lane deleted", "lane", l.name)
 		l.finish(p)
 		w.laneDeleted(l.name)
 		return false

@@ -69,15 +69,16 @@ type Worker struct {
 	wake    chan struct{}
 	deleted chan string
 
-	mu       sync.Mutex
-	running  map[string]*lane
-	stats    map[string]*laneStats
-	lanes    map[string]*laneInfo
-	refused  map[string]string
-	members  map[string]bool
-	layouts  map[string]*planner.Layout
-	joined   bool
-	released int // lanes handed over so far
+	mu           sync.Mutex
+	running      map[string]*lane
+	stats        map[string]*laneStats
+	lanes        map[string]*laneInfo
+	refused      map[string]string
+	members      map[string]bool
+	layouts      map[string]*planner.Layout
+	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
+	joined       bool
+	released     int // lanes handed over so far
 }
 
 // New checks the config and prepares a worker on nc (whose JetStream API
@@ -94,22 +95,23 @@ func New(nc *nats.Conn, cfg Config, h Handler) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg:     cfg,
-		nc:      nc,
-		js:      js,
-		conn:    &connect.Conn{NC: nc, JS: js, Timeout: cfg.Timeout, APIPrefix: cfg.APIPrefix, Server: connect.Redact(nc.ConnectedUrlRedacted())},
-		handler: h,
-		log:     cfg.Logger,
-		scope:   scope(cfg.Stream, cfg.Design),
-		relist:  make(chan struct{}, 1),
-		wake:    make(chan struct{}, 1),
-		deleted: make(chan string, 16),
-		running: map[string]*lane{},
-		stats:   map[string]*laneStats{},
-		lanes:   map[string]*laneInfo{},
-		refused: map[string]string{},
-		members: map[string]bool{},
-		layouts: map[string]*planner.Layout{},
+		cfg:          cfg,
+		nc:           nc,
+		js:           js,
+		conn:         &connect.Conn{NC: nc, JS: js, Timeout: cfg.Timeout, APIPrefix: cfg.APIPrefix, Server: connect.Redact(nc.ConnectedUrlRedacted())},
+		handler:      h,
+		log:          cfg.Logger,
+		scope:        scope(cfg.Stream, cfg.Design),
+		relist:       make(chan struct{}, 1),
+		wake:         make(chan struct{}, 1),
+		deleted:      make(chan string, 16),
+		running:      map[string]*lane{},
+		stats:        map[string]*laneStats{},
+		lanes:        map[string]*laneInfo{},
+		refused:      map[string]string{},
+		members:      map[string]bool{},
+		layouts:      map[string]*planner.Layout{},
+		deletedLanes: map[string]bool{},
 	}
 	w.abort, w.abortFn = context.WithCancel(context.Background())
 	if cfg.Metrics != nil {
@@ -249,8 +251,11 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.log.Warn("cannot list the lanes; keeping the last listing", "error", err)
 			}
 		case name := <-w.deleted:
+			// Not started again, but kept in the assignment until a listing
+			// drops it, so that the other lanes keep their owners: every
+			// instance moves to the next listing, not to its own view.
 			w.mu.Lock()
-			delete(w.lanes, name)
+			w.deletedLanes[name] = true
 			w.mu.Unlock()
 			w.relistSoon()
 		case <-w.wake:
@@ -384,15 +389,29 @@ func (w *Worker) listLanes(ctx context.Context) error {
 			found[name] = old
 		}
 	}
+	var added, gone []string
 	for name := range found {
 		if _, ok := w.lanes[name]; !ok && w.joined {
-			w.log.Info("new lane", "lane", name)
+			added = append(added, name)
 		}
 	}
 	for name := range w.lanes {
 		if _, ok := found[name]; !ok {
-			w.log.Info("lane gone", "lane", name)
+			gone = append(gone, name)
 		}
+	}
+	for name := range w.deletedLanes {
+		if _, ok := found[name]; !ok {
+			delete(w.deletedLanes, name)
+		}
+	}
+	if len(added) > 0 {
+		slices.Sort(added)
+		w.log.Info("new lanes", "lanes", added)
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		w.log.Info("lanes gone", "lanes", gone)
 	}
 	for name, why := range refused {
 		if _, ok := w.refused[name]; !ok && w.joined {
@@ -493,7 +512,7 @@ func (w *Worker) rebalance() {
 		}
 	}
 	for name := range mine {
-		if _, ok := w.running[name]; ok {
+		if _, ok := w.running[name]; ok || w.deletedLanes[name] {
 			continue
 		}
 		s := w.stats[name]
