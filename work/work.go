@@ -65,9 +65,8 @@ type Worker struct {
 	abortFn   context.CancelFunc
 	abortedBy error
 
-	relist  chan struct{}
-	wake    chan struct{}
-	deleted chan string
+	relist chan struct{}
+	wake   chan struct{}
 
 	mu           sync.Mutex
 	running      map[string]*lane
@@ -104,7 +103,6 @@ func New(nc *nats.Conn, cfg Config, h Handler) (*Worker, error) {
 		scope:        scope(cfg.Stream, cfg.Design),
 		relist:       make(chan struct{}, 1),
 		wake:         make(chan struct{}, 1),
-		deleted:      make(chan string, 16),
 		running:      map[string]*lane{},
 		stats:        map[string]*laneStats{},
 		lanes:        map[string]*laneInfo{},
@@ -250,14 +248,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("cannot list the lanes; keeping the last listing", "error", err)
 			}
-		case name := <-w.deleted:
-			// Not started again, but kept in the assignment until a listing
-			// drops it, so that the other lanes keep their owners: every
-			// instance moves to the next listing, not to its own view.
-			w.mu.Lock()
-			w.deletedLanes[name] = true
-			w.mu.Unlock()
-			w.relistSoon()
 		case <-w.wake:
 		case rec, ok := <-records:
 			if !ok {
@@ -436,16 +426,18 @@ func (w *Worker) relistSoon() {
 	}
 }
 
-// laneDeleted is called by a lane that the server reports deleted.
+// laneDeleted is called by a lane that the server reports deleted, before
+// it stops. The lane is not started again, but it stays in the assignment
+// until a listing drops it, so that the other lanes keep their owners:
+// every instance moves on at the next listing, not at its own view.
 func (w *Worker) laneDeleted(name string) {
+	w.mu.Lock()
+	w.deletedLanes[name] = true
+	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
 	_ = publishDelete(ctx, w.js, w.scope+".l."+name, 0)
-	select {
-	case w.deleted <- name:
-	default:
-		w.relistSoon()
-	}
+	w.relistSoon()
 }
 
 // followAdvisories re-lists as soon as a consumer of the stream is created,
