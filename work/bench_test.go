@@ -70,45 +70,49 @@ func dropStream(b *testing.B, js jetstream.JetStream, name string) {
 }
 
 // drainRaw is the minimal pull-and-ack loop the runtime is held against:
-// one nats.go Messages iterator per lane asking for one message at a time,
-// on one connection, acking each message (Ack, or DoubleAck when double).
+// per lane, on one connection for all lanes, a pull request for one
+// message on the lane's inbox, then an ack (Ack: fire and forget; double:
+// a request, answered once the ack is applied). (nats.go's Messages
+// iterator stalled here now and then until its request expired, at 16
+// lanes: a baseline must not.)
 func drainRaw(b *testing.B, url string, p *planner.Plan, perLane int, double bool) float64 {
-	nc, js := natstest.Connect(b, url)
+	nc, _ := natstest.Connect(b, url)
 	defer nc.Close()
 	var sp span
 	var wg sync.WaitGroup
 	for _, l := range p.Lanes {
+		inbox := nc.NewInbox()
+		ch := make(chan *nats.Msg, 8)
+		sub, err := nc.ChanSubscribe(inbox, ch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := context.Background()
-			c, err := js.Consumer(ctx, p.Stream.Name, l.Name)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			it, err := c.Messages(jetstream.PullMaxMessages(1), jetstream.WithMessagesErrOnMissingHeartbeat(false))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			defer it.Stop()
-			for range perLane {
-				m, err := it.Next()
-				if err != nil {
+			next := "$JS.API.CONSUMER.MSG.NEXT." + p.Stream.Name + "." + l.Name
+			req := []byte(`{"batch":1,"expires":5000000000}`)
+			for done := 0; done < perLane; {
+				if err := nc.PublishRequest(next, inbox, req); err != nil {
 					b.Error(err)
 					return
 				}
+				m := <-ch
+				if m.Header.Get("Status") != "" {
+					continue // 408: the request expired
+				}
 				if double {
-					err = m.DoubleAck(ctx)
+					_, err = nc.Request(m.Reply, []byte("+ACK"), 10*time.Second)
 				} else {
-					err = m.Ack()
+					err = m.Respond([]byte("+ACK"))
 				}
 				if err != nil {
 					b.Error(err)
 					return
 				}
 				sp.tick()
+				done++
 			}
 		}()
 	}
