@@ -195,7 +195,7 @@ func TestWorkKillMidRun(t *testing.T) {
 			rec := newCallRecorder(t, 3*time.Millisecond)
 			var children []*exec.Cmd
 			for i := 0; i < tc.instances; i++ {
-				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", fmt.Sprintf("w%d", i), "--lease", "2s")...)
+				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", fmt.Sprintf("w%d", i), "--lease", "2s", "--verbose", "--status-every", "3s")...)
 				children = append(children, cmd)
 				t.Cleanup(func() {
 					if t.Failed() {

@@ -205,8 +205,8 @@ type memberEvent struct {
 
 // watchMembers streams the design's member keys: puts are alive members,
 // deletes and TTL expiry markers are departures.
-func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string) (<-chan memberEvent, error) {
-	w, err := kv.Watch(ctx, scope+".m.*")
+func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string, timeout time.Duration) (<-chan memberEvent, error) {
+	w, err := watch(ctx, kv, scope+".m.*", timeout)
 	if err != nil {
 		return nil, fmt.Errorf("watching the membership: %w", err)
 	}
@@ -252,8 +252,8 @@ type laneRecordEvent struct{ lane, instance string }
 // watchLaneRecords streams the design's lane records, so that an instance
 // can correct a record a former owner wrote after it (both write when
 // they start serving, and the writes can cross).
-func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string) (<-chan laneRecordEvent, error) {
-	w, err := kv.Watch(ctx, scope+".l.*", jetstream.IgnoreDeletes())
+func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string, timeout time.Duration) (<-chan laneRecordEvent, error) {
+	w, err := watch(ctx, kv, scope+".l.*", timeout, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("watching the lane records: %w", err)
 	}
@@ -286,4 +286,40 @@ func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string) 
 		}
 	}()
 	return out, nil
+}
+
+// watch starts a KV watch. nats.go waits for the watch's consumer to be
+// created under the watch's own context, which lives as long as the watch:
+// an answer lost in a cluster (a leader change) would hang it forever. So
+// each attempt gets timeout, and a watch that did not start is cancelled.
+func watch(ctx context.Context, kv jetstream.KeyValue, keys string, timeout time.Duration, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		wctx, cancel := context.WithCancel(ctx)
+		type result struct {
+			w   jetstream.KeyWatcher
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			w, err := kv.Watch(wctx, keys, opts...)
+			ch <- result{w, err}
+		}()
+		select {
+		case r := <-ch:
+			if r.err == nil {
+				context.AfterFunc(ctx, cancel) // the watch lives until ctx ends
+				return r.w, nil
+			}
+			cancel()
+			err = r.err
+		case <-time.After(timeout):
+			cancel()
+			err = fmt.Errorf("no answer within %s", timeout)
+		case <-ctx.Done():
+			cancel()
+			return nil, ctx.Err()
+		}
+	}
+	return nil, err
 }

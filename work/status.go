@@ -94,7 +94,7 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 		return nil, fmt.Errorf("membership bucket %s: %w", Bucket, err)
 	}
 	sc := scope(stream, design)
-	w, err := kv.Watch(ctx, sc+".>")
+	w, err := watch(ctx, kv, sc+".>", 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("reading the membership: %w", err)
 	}

@@ -158,11 +158,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.warnSettings()
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	events, err := watchMembers(watchCtx, w.kv, w.scope)
+	events, err := watchMembers(watchCtx, w.kv, w.scope, w.cfg.Timeout)
 	if err != nil {
 		return err
 	}
-	records, err := watchLaneRecords(watchCtx, w.kv, w.scope)
+	records, err := watchLaneRecords(watchCtx, w.kv, w.scope, w.cfg.Timeout)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			if !ok {
 				// The watch ended (its consumer lost): start another.
 				w.log.Warn("membership watch ended; watching again")
-				if events, err = watchMembers(watchCtx, w.kv, w.scope); err != nil {
+				if events, err = watchMembers(watchCtx, w.kv, w.scope, w.cfg.Timeout); err != nil {
 					stopHeartbeat()
 					<-hbDone
 					w.Abort()
