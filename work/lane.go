@@ -86,6 +86,8 @@ func (l *lane) run() {
 	}
 	watchdog := time.NewTicker(p.heartbeat)
 	defer watchdog.Stop()
+	pinCheck := newPinCheck(info.group != "")
+	defer pinCheck.stop()
 	l.ask(p)
 	for {
 		if e, ok := p.next(); ok {
@@ -114,6 +116,12 @@ func (l *lane) run() {
 			// waiting when a paused consumer is resumed through the API; a
 			// new request does.
 			l.ask(p)
+		case <-pinCheck.c():
+			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil {
+				w.unpin(l.name, g)
+				l.ask(p)
+			}
+			pinCheck.next(p.pinID == "")
 		}
 	}
 }
@@ -415,4 +423,48 @@ func (l *lane) confirm(p *puller, m *nats.Msg, body []byte) error {
 		}
 	}
 	return err
+}
+
+// pinCheck unpins a pinned lane that this instance serves but holds no
+// pin for, 2s after it took the lane, then at growing intervals up to 30s,
+// until a message comes. nats-server (2.11-2.15) can give a new pin to a
+// waiting request whose client is gone (an instance killed or handing the
+// lane over, whose request had no pin id yet): the request is then
+// dropped, the pin stays with nobody, and every other request waits for
+// the pinned TTL (2 minutes by default). Unpinning when nobody should
+// hold the pin is harmless: the lane's one message out is unaffected.
+type pinCheck struct {
+	t     *time.Timer
+	every time.Duration
+}
+
+func newPinCheck(pinned bool) *pinCheck {
+	pc := &pinCheck{every: 2 * time.Second}
+	if pinned {
+		pc.t = time.NewTimer(pc.every)
+	}
+	return pc
+}
+
+func (pc *pinCheck) c() <-chan time.Time {
+	if pc.t == nil {
+		return nil
+	}
+	return pc.t.C
+}
+
+// next re-arms the check while the lane still has no pin.
+func (pc *pinCheck) next(pinless bool) {
+	if !pinless {
+		pc.every = 2 * time.Second
+	} else {
+		pc.every = min(2*pc.every, 30*time.Second)
+	}
+	pc.t.Reset(pc.every)
+}
+
+func (pc *pinCheck) stop() {
+	if pc.t != nil {
+		pc.t.Stop()
+	}
 }

@@ -175,10 +175,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	unsub := w.followAdvisories()
 	defer unsub()
 
-	evicted := make(chan struct{}, 1)
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	hbDone := make(chan struct{})
-	go w.heartbeat(hbCtx, ls, evicted, hbDone)
+	go w.heartbeat(hbCtx, ls, hbDone)
 	relistTicker := time.NewTicker(w.cfg.Relist)
 	defer relistTicker.Stop()
 	listed := make(chan error, 1)
@@ -220,10 +219,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.applyMember(ev)
 			if ev.initial {
 				snapshot = true
-			}
-		case <-evicted:
-			if err := ls.rejoin(ctx, w.cfg.Timeout, w.log); err != nil && ctx.Err() == nil {
-				w.log.Error("cannot rejoin the membership", "error", err)
 			}
 		case <-relistTicker.C:
 			if !listing {
@@ -316,7 +311,7 @@ func (w *Worker) warnSettings() {
 }
 
 // heartbeat renews the lease every third of it.
-func (w *Worker) heartbeat(ctx context.Context, ls *lease, evicted chan<- struct{}, done chan<- struct{}) {
+func (w *Worker) heartbeat(ctx context.Context, ls *lease, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
@@ -329,9 +324,9 @@ func (w *Worker) heartbeat(ctx context.Context, ls *lease, evicted chan<- struct
 		err := ls.renew(ctx, w.cfg.Timeout)
 		switch {
 		case errors.Is(err, errEvicted):
-			select {
-			case evicted <- struct{}{}:
-			default:
+			// Rejoined here, where the lease's revision is kept.
+			if err := ls.rejoin(ctx, w.cfg.Timeout, w.log); err != nil && ctx.Err() == nil {
+				w.log.Error("cannot rejoin the membership", "error", err)
 			}
 		case err != nil && ctx.Err() == nil:
 			w.log.Warn("cannot renew the membership lease", "error", err)
