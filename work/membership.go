@@ -210,11 +210,22 @@ func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string, time
 	if err != nil {
 		return nil, fmt.Errorf("watching the membership: %w", err)
 	}
-	out := make(chan memberEvent, 64)
+	prefix := scope + ".m."
+	return follow(ctx, w, 64, func(e jetstream.KeyValueEntry) (memberEvent, bool) {
+		if e == nil {
+			return memberEvent{initial: true}, true
+		}
+		return memberEvent{instance: strings.TrimPrefix(e.Key(), prefix), alive: e.Operation() == jetstream.KeyValuePut}, true
+	}), nil
+}
+
+// follow turns a watch's updates into events (conv says which), until ctx
+// ends or the watch does; then the channel is closed.
+func follow[T any](ctx context.Context, w jetstream.KeyWatcher, size int, conv func(jetstream.KeyValueEntry) (T, bool)) <-chan T {
+	out := make(chan T, size)
 	go func() {
 		defer close(out)
 		defer w.Stop()
-		prefix := scope + ".m."
 		for {
 			select {
 			case <-ctx.Done():
@@ -223,10 +234,9 @@ func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string, time
 				if !ok {
 					return
 				}
-				ev := memberEvent{initial: e == nil}
-				if e != nil {
-					ev.instance = strings.TrimPrefix(e.Key(), prefix)
-					ev.alive = e.Operation() == jetstream.KeyValuePut
+				ev, ok := conv(e)
+				if !ok {
+					continue
 				}
 				select {
 				case out <- ev:
@@ -236,7 +246,7 @@ func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string, time
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 // wrongLastSequence: a compare-and-set lost (10071; 10164 on replicated streams).
@@ -257,35 +267,14 @@ func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string, 
 	if err != nil {
 		return nil, fmt.Errorf("watching the lane records: %w", err)
 	}
-	out := make(chan laneRecordEvent, 256)
-	go func() {
-		defer close(out)
-		defer w.Stop()
-		prefix := scope + ".l."
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue
-				}
-				var rec laneRecord
-				if json.Unmarshal(e.Value(), &rec) != nil {
-					continue
-				}
-				select {
-				case out <- laneRecordEvent{strings.TrimPrefix(e.Key(), prefix), rec.Instance}:
-				case <-ctx.Done():
-					return
-				}
-			}
+	prefix := scope + ".l."
+	return follow(ctx, w, 256, func(e jetstream.KeyValueEntry) (laneRecordEvent, bool) {
+		var rec laneRecord
+		if e == nil || json.Unmarshal(e.Value(), &rec) != nil {
+			return laneRecordEvent{}, false
 		}
-	}()
-	return out, nil
+		return laneRecordEvent{strings.TrimPrefix(e.Key(), prefix), rec.Instance}, true
+	}), nil
 }
 
 // watch starts a KV watch. nats.go waits for the watch's consumer to be
