@@ -35,7 +35,7 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if unknown != "" {
 		err = unknownCommand(app, unknown)
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && err != errStoppedCleanly {
 		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(interruptedMessage(ctx, err))))
 		return ExitInterrupted
 	}
@@ -77,6 +77,7 @@ each key stays in publish order.
    lanes apply     converge a server to the plan (diff first, safely)
    lanes inspect   per-lane backlog, in-flight and health findings
    lanes simulate  predict throughput and latency, and prove it live
+   lanes work      process the lanes: a program or URL per message, many instances
 
 Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		Reader:               io.In,
@@ -92,6 +93,7 @@ Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 			applyCommand(io),
 			inspectCommand(io),
 			simulateCommand(io),
+			workCommand(io),
 			versionCommand(io),
 			completionCommand(io),
 			manCommand(io),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -28,11 +29,33 @@ func signalName(s os.Signal) string {
 	return s.String()
 }
 
+// secondSignal holds what a command asked to run on a second signal.
+type secondSignal struct {
+	mu sync.Mutex
+	f  func()
+}
+
+type secondSignalKey struct{}
+
+// onSecondSignal makes a second SIGINT or SIGTERM call f instead of ending
+// the process at once; the command then finishes and exits 130 (lanes
+// work naks what is in flight first). A third signal ends it at once. It
+// does nothing under a context that notifySignals did not make.
+func onSecondSignal(ctx context.Context, f func()) {
+	if h, ok := ctx.Value(secondSignalKey{}).(*secondSignal); ok {
+		h.mu.Lock()
+		h.f = f
+		h.mu.Unlock()
+	}
+}
+
 // notifySignals returns a context cancelled by the first SIGINT or
 // SIGTERM. A second signal ends the process at once with exit 130: it is
-// how a user aborts a cleanup or a drain wait that takes too long.
+// how a user aborts a cleanup or a drain wait that takes too long (unless
+// the command registered onSecondSignal).
 func notifySignals(stderr io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+	hook := &secondSignal{}
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), secondSignalKey{}, hook))
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -45,7 +68,20 @@ func notifySignals(stderr io.Writer) (context.Context, func()) {
 		}
 		select {
 		case s := <-sigs:
-			fmt.Fprintf(stderr, "lanes: %s again: stopping now, without cleaning up\n", signalName(s))
+			hook.mu.Lock()
+			f := hook.f
+			hook.mu.Unlock()
+			if f == nil {
+				fmt.Fprintf(stderr, "lanes: %s again: stopping now, without cleaning up\n", signalName(s))
+				os.Exit(ExitInterrupted)
+			}
+			f()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "lanes: %s a third time: stopping now\n", signalName(s))
 			os.Exit(ExitInterrupted)
 		case <-done:
 		}

@@ -1,0 +1,279 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/work"
+)
+
+const catWork = "Work"
+
+// WorkOptions is everything lanes work needs.
+type WorkOptions struct {
+	IO          *IO
+	Conn        connect.Options
+	Work        work.Config
+	Exec        string
+	HTTP        string
+	Metrics     string // listen address for Prometheus, "" for none
+	StatusEvery time.Duration
+	LogFormat   string
+	Verbose     bool
+}
+
+// errStoppedCleanly ends lanes work after a signal when every message in
+// flight finished and the lanes were handed over: exit 0, not 130.
+var errStoppedCleanly = &exitError{code: ExitOK}
+
+func workCommand(io *IO) *cli.Command {
+	flags := append(designFlagList(),
+		&cli.StringFlag{Name: "exec", Usage: "run `CMD` with sh -c per message: payload on stdin, LANES_* variables; exit 0 acks, 65 terminates, other codes retry", Category: catWork},
+		&cli.StringFlag{Name: "http", Usage: "POST each message to `URL` with Lanes-* headers; 2xx acks, 422 or a Lanes-Term header terminates, anything else retries", Category: catWork},
+		&cli.StringFlag{Name: "instance", Usage: "this instance's `NAME` in the membership (default: host name and a random suffix)", Category: catWork},
+		&cli.DurationFlag{Name: "lease", Value: work.DefaultLease, Usage: "membership lease `DURATION` (whole seconds, 2s+): a dead instance's lanes move to the others about this long after it died", Category: catWork},
+		&cli.DurationFlag{Name: "max-process-time", Usage: "end a handler after `DURATION` (kill the --exec process group, cancel the --http request) and retry the message; 0: no limit", Category: catWork},
+		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`)", Category: catWork},
+		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order) or park (republish to --dead-letter after --park-after attempts, then ack)", Category: catWork},
+		&cli.StringFlag{Name: "dead-letter", Usage: "`SUBJECT` parked messages are published to (a stream must store it); messages the handler terminates go there too", Category: catWork},
+		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park: attempts `N` before a failing message is parked", Category: catWork},
+		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR` (e.g. :9464) at /metrics", Category: catOutput},
+		&cli.DurationFlag{Name: "status-every", Value: 30 * time.Second, Usage: "when stderr is not a terminal, log a status line every `DURATION` (0: never); a terminal gets a live status line", Category: catOutput},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT` on stderr: text (logfmt) or json", Category: catOutput},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug events too (pulls, pins, hand-backs)", Category: catOutput},
+	)
+	flags = append(flags, connectFlags()...)
+	return withUsageErrors(&cli.Command{
+		Name:      "work",
+		Usage:     "process a design's lanes: run a program or call a URL per message, in key order, on many instances",
+		UsageText: "lanes work [-f FILE | --stream NAME [--name DESIGN]] (--exec CMD | --http URL) [work flags] [connection flags]",
+		Description: `Serve every lane of the design, one message at a time per lane, with a
+handler: --exec runs a command per message, --http POSTs it to a URL. Run the
+same command on as many hosts as you like: the instances share the lanes
+evenly (each holds the floor or the ceiling of lanes/instances), a joining or
+stopping instance rebalances at once, and an instance that dies loses its
+lanes to the others a --lease later. Lanes are found by their metadata and
+followed while running: a repartition (lanes apply --partitions N) needs no
+restart.
+
+Per message: in-progress acks while the handler runs (no redelivery however
+long it takes), then an ack the server confirms before the lane's next
+message. A failure is retried after the lane's backoff (default 1s, 2s, 5s,
+10s, 30s); under --on-poison block the lane waits behind it (inspect shows
+the stuck head), under park it moves on once the message is safe on the
+dead-letter subject.
+
+--exec: the payload on stdin; LANES_STREAM, LANES_LANE, LANES_PARTITION,
+LANES_SUBJECT, LANES_KEY, LANES_SEQ (the stream sequence: a version for
+conditional writes), LANES_ATTEMPT, LANES_PUBLISHED, LANES_INSTANCE, and
+LANES_HEADER_<NAME> per message header. Exit 0 acks, 65 terminates, anything
+else retries.
+--http: the payload as the body; the same values as Lanes-* headers
+(Lanes-Header-<Name> per message header). 2xx acks, 422 or a Lanes-Term
+header terminates, anything else retries (after Retry-After if given).
+
+SIGTERM or Ctrl-C: stop taking messages, let those in flight finish within
+--grace, ack them, hand the lanes over at once, exit 0. A second signal
+hands back what is in flight (nak) and exits 130.
+
+Examples:
+   lanes work -f lanes.yaml --exec './handle.sh'
+   lanes work -f lanes.yaml --http http://127.0.0.1:8080/msg --metrics :9464
+   lanes work --stream ORDERS --exec 'psql -c "..."' --max-process-time 2m
+   lanes work -f lanes.yaml --exec ./handle.sh --on-poison park --dead-letter dlq.orders --park-after 5`,
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			o, err := workOptions(c, io)
+			if err != nil {
+				return err
+			}
+			return runWork(c.Context, o)
+		},
+	})
+}
+
+// workOptions turns flags into options and validates them.
+func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
+	o := WorkOptions{
+		IO:          io,
+		Conn:        connectOptions(c),
+		Exec:        c.String("exec"),
+		HTTP:        c.String("http"),
+		Metrics:     c.String("metrics"),
+		StatusEvery: c.Duration("status-every"),
+		LogFormat:   c.String("log-format"),
+		Verbose:     c.Bool("verbose"),
+	}
+	if c.NArg() > 0 {
+		return o, usageErrorf("work takes no arguments (got %q); give the handler with --exec CMD or --http URL", c.Args().First())
+	}
+	switch {
+	case o.Exec == "" && o.HTTP == "":
+		return o, usageErrorf("give the handler: --exec CMD (a command per message) or --http URL (a POST per message)")
+	case o.Exec != "" && o.HTTP != "":
+		return o, usageErrorf("--exec and --http both give the handler: choose one")
+	case strings.TrimSpace(o.Exec) == "" && o.HTTP == "":
+		return o, usageErrorf("--exec %q: the command is empty", o.Exec)
+	}
+	if o.HTTP != "" {
+		if _, err := work.NewHTTPHandler(o.HTTP); err != nil {
+			return o, usageErrorf("--http: %v", err)
+		}
+	}
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		return o, usageErrorf("--log-format %q: choose text or json", o.LogFormat)
+	}
+	stream, design, err := workTarget(c, io)
+	if err != nil {
+		return o, err
+	}
+	o.Work = work.Config{
+		Stream:         stream,
+		Design:         design,
+		Instance:       c.String("instance"),
+		Lease:          c.Duration("lease"),
+		Grace:          c.Duration("grace"),
+		MaxProcessTime: c.Duration("max-process-time"),
+		OnPoison:       work.Policy(c.String("on-poison")),
+		DeadLetter:     c.String("dead-letter"),
+		ParkAfter:      c.Int("park-after"),
+		Timeout:        o.Conn.Timeout,
+	}
+	if n := c.Int("park-after"); n < 1 {
+		return o, usageErrorf("--park-after %d: must be at least 1", n)
+	}
+	if o.StatusEvery < 0 {
+		return o, usageErrorf("--status-every %s: cannot be negative", o.StatusEvery)
+	}
+	if err := o.Work.Validate(); err != nil {
+		var ce *work.ConfigError
+		if errors.As(err, &ce) {
+			return o, usageErrorf("--%s %s: %s", ce.Field, ce.Value, ce.Msg)
+		}
+		return o, usageErrorf("%v", err)
+	}
+	return o, nil
+}
+
+// workTarget is the stream and design name to serve: from the design
+// (file or flags) when it can be planned, else from --stream and --name
+// alone (the lanes themselves carry the rest).
+func workTarget(c *cli.Context, io *IO) (stream, design string, err error) {
+	d, err := readDesign(c)
+	if err != nil {
+		return "", "", err
+	}
+	if d.Subject != "" {
+		p, err := planWithWarnings(d, io)
+		if err != nil {
+			return "", "", err
+		}
+		return p.Stream.Name, p.Design.Name, nil
+	}
+	stream, design = d.Stream.Name, d.Name
+	switch {
+	case stream == "" && design == "":
+		return "", "", usageErrorf("name the design: -f FILE, or --stream NAME (and --name DESIGN when it is not the stream name in lower case)")
+	case design == "":
+		design = strings.ToLower(stream)
+	case stream == "":
+		stream = strings.ToUpper(strings.ReplaceAll(design, "-", "_"))
+	}
+	return stream, design, nil
+}
+
+func runWork(ctx context.Context, o WorkOptions) error {
+	if o.Work.Instance == "" {
+		o.Work.Instance = work.DefaultInstance()
+	}
+	status := newStatusLine(o.IO.Err, o.IO.ErrTTY)
+	level := slog.LevelInfo
+	if o.Verbose {
+		level = slog.LevelDebug
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(status, hopts)
+	if o.LogFormat == "json" {
+		h = slog.NewJSONHandler(status, hopts)
+	}
+	o.Work.Logger = slog.New(h)
+
+	var handler work.Handler
+	if o.HTTP != "" {
+		hh, err := work.NewHTTPHandler(o.HTTP)
+		if err != nil {
+			return usageErrorf("--http: %v", err)
+		}
+		handler = hh
+	} else {
+		out := o.IO.Out
+		if o.IO.OutTTY {
+			out = status.wrap(out) // the handlers' output and the status line share the terminal
+		}
+		handler = &work.ExecHandler{Command: o.Exec, Stdout: out, Stderr: status}
+	}
+	if o.Metrics != "" {
+		o.Work.Metrics = work.NewMetrics()
+		stop, err := serveMetrics(o.Metrics, o.Work.Metrics)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	o.Conn.Name = "lanes-work-" + o.Work.Instance
+	conn, err := connect.Open(ctx, o.Conn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	o.Work.APIPrefix = conn.APIPrefix
+	w, err := work.New(conn.NC, o.Work, handler)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	onSecondSignal(ctx, func() {
+		o.Work.Logger.Warn("second signal: handing back the messages in flight (nak) and stopping now")
+		w.Abort()
+	})
+	stopStatus := status.run(w, o.Work.Logger, o.StatusEvery)
+	err = w.Run(ctx)
+	stopStatus()
+	switch {
+	case err == nil && ctx.Err() != nil:
+		o.Work.Logger.Info("stopped: messages in flight finished and acked, lanes handed over")
+		return errStoppedCleanly
+	case errors.Is(err, work.ErrGraceExpired):
+		return fmt.Errorf("the --grace period (%s) ended with messages in flight: they were handed back (nak) for redelivery", o.Work.Grace)
+	case errors.Is(err, work.ErrAborted):
+		return fmt.Errorf("messages in flight were handed back (nak) for redelivery")
+	}
+	return err
+}
+
+// serveMetrics listens at once (a busy port fails the start, not later)
+// and serves /metrics until stop.
+func serveMetrics(addr string, m *work.Metrics) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

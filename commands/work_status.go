@@ -1,0 +1,133 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lanes-dev/lanes/work"
+)
+
+// statusLine is lanes work's progress on stderr: on a terminal one line,
+// redrawn every second below the log; elsewhere a log line per period.
+// Everything written to stderr goes through it, so a log line never lands
+// in the middle of the status line.
+type statusLine struct {
+	mu   sync.Mutex
+	w    io.Writer
+	tty  bool
+	line string
+}
+
+func newStatusLine(w io.Writer, tty bool) *statusLine { return &statusLine{w: w, tty: tty} }
+
+const clearLine = "\r\033[K"
+
+func (s *statusLine) Write(p []byte) (int, error) { return s.writeTo(s.w, p) }
+
+func (s *statusLine) writeTo(w io.Writer, p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tty && s.line != "" {
+		io.WriteString(s.w, clearLine)
+	}
+	n, err := w.Write(p)
+	if s.tty && s.line != "" {
+		io.WriteString(s.w, s.line)
+	}
+	return n, err
+}
+
+// wrap routes another writer to the same terminal through the status line.
+func (s *statusLine) wrap(w io.Writer) io.Writer {
+	return writerFunc(func(p []byte) (int, error) { return s.writeTo(w, p) })
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (s *statusLine) set(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.line = line
+	io.WriteString(s.w, clearLine+line)
+}
+
+func (s *statusLine) clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.line != "" {
+		io.WriteString(s.w, clearLine)
+		s.line = ""
+	}
+}
+
+// run updates the status until stop is called.
+func (s *statusLine) run(w *work.Worker, log *slog.Logger, every time.Duration) (stop func()) {
+	if s.tty {
+		every = time.Second
+	}
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last, lastAt := w.Stats(), time.Now()
+		for {
+			select {
+			case <-done:
+				s.clear()
+				return
+			case now := <-t.C:
+				st := w.Stats()
+				rate := float64(st.Processed-last.Processed) / now.Sub(lastAt).Seconds()
+				last, lastAt = st, now
+				if s.tty {
+					s.set(statusText(st, rate))
+					continue
+				}
+				log.Info("status", "serving", st.Serving, "lanes", st.Lanes, "instances", st.Members,
+					"processed", st.Processed, "per_second", fmt.Sprintf("%.1f", rate), "failed", st.Failed,
+					"parked", st.Parked, "terminated", st.Terminated, "in_flight", st.InFlight, "oldest", st.Oldest.Round(time.Millisecond).String())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+func statusText(st work.Stats, rate float64) string {
+	text := fmt.Sprintf("%s · serving %d of %d lanes · %d instance%s · %s done (%.0f/s) · %d failed",
+		st.Instance, st.Serving, st.Lanes, st.Members, plural(st.Members), thousands(st.Processed), rate, st.Failed)
+	if st.Parked > 0 {
+		text += fmt.Sprintf(" · %d parked", st.Parked)
+	}
+	if st.InFlight > 0 {
+		text += fmt.Sprintf(" · %d in flight (oldest %s)", st.InFlight, st.Oldest.Round(100*time.Millisecond))
+	}
+	return text
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func thousands(n uint64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

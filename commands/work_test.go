@@ -1,0 +1,655 @@
+//go:build unix
+
+package commands_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
+)
+
+// workBuffer is written by a running command and read by the test.
+type workBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *workBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *workBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runningWork is lanes work run in-process until stop.
+type runningWork struct {
+	out, err workBuffer
+	cancel   context.CancelFunc
+	code     chan int
+}
+
+func startWorkInProcess(t *testing.T, args ...string) *runningWork {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningWork{cancel: cancel, code: make(chan int, 1)}
+	go func() {
+		r.code <- commands.MainContext(ctx, append([]string{"lanes", "work"}, args...), strings.NewReader(""), &r.out, &r.err)
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels the command (as a first SIGTERM does) and returns its code.
+func (r *runningWork) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case c := <-r.code:
+		r.code <- c
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("lanes work did not stop within 30s")
+		return -1
+	}
+}
+
+// workArgs is lanes work on the seed design.
+func workArgs(extra ...string) []string {
+	return append(append([]string{"work"}, seed...), extra...)
+}
+
+// applyDesign applies the seed design with extra flags and returns its plan.
+func applyDesign(t *testing.T, url string, extra ...string) *planner.Plan {
+	t.Helper()
+	args := append(append([]string{"apply", "--yes", "--server", url}, seed...), extra...)
+	if code, out, errs := lanes(t, args...); code != 0 {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errs)
+	}
+	d, err := planner.ParseDesign(mustRead(t, "../examples/seed/lanes.yaml"), "lanes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--partitions" {
+			d.Partitions, _ = strconv.Atoi(extra[i+1])
+		}
+	}
+	p, err := planner.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestWorkUsage: bad flags exit 2 with one message naming the flag, and
+// nothing on stdout, before connecting to anything.
+func TestWorkUsage(t *testing.T) {
+	cleanEnv(t)
+	for _, tc := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"work", "--stream", "ORDERS"}, "--exec CMD"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--http", "http://x"}, "choose one"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", " "}, "--exec"},
+		{[]string{"work", "--stream", "ORDERS", "--http", "ftp://x"}, "--http"},
+		{[]string{"work", "--exec", "true"}, "--stream"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "1500ms"}, "--lease"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "1s"}, "--lease"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--on-poison", "park"}, "--on-poison"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--on-poison", "drop"}, "--on-poison"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--dead-letter", "dlq.*"}, "--dead-letter"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--park-after", "0"}, "--park-after"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", "a b"}, "--instance"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--log-format", "xml"}, "--log-format"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "extra"}, "no arguments"},
+		{[]string{"work", "-f", "../examples/seed/lanes.yaml", "--exec", "true", "--partitions", "0"}, "partitions"},
+	} {
+		code, out, errs := lanes(t, tc.args...)
+		if code != commands.ExitUsage || !strings.Contains(errs, tc.say) || out != "" || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("%v: exit %d (want 2), stderr %q (want one line with %q), stdout %q", tc.args, code, errs, tc.say, out)
+		}
+	}
+}
+
+// TestWorkNeedsTheStream: a missing stream or dead-letter stream is one
+// clear error, before any lane is touched.
+func TestWorkNeedsTheStream(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	code, _, errs := lanes(t, "work", "--stream", "NOPE", "--exec", "true", "-s", srv.URL())
+	if code != commands.ExitError || !strings.Contains(errs, "stream NOPE not found") {
+		t.Errorf("missing stream: exit %d, %q", code, errs)
+	}
+	applyDesign(t, srv.URL(), "--partitions", "1")
+	code, _, errs = lanes(t, "work", "--stream", "ORDERS", "--exec", "true", "-s", srv.URL(), "--on-poison", "park", "--dead-letter", "dlq.orders")
+	if code != commands.ExitError || !strings.Contains(errs, "no stream stores it") {
+		t.Errorf("dead letter without a stream: exit %d, %q", code, errs)
+	}
+	code, _, errs = lanes(t, "work", "--stream", "ORDERS", "--exec", "true", "-s", srv.URL(), "--dead-letter", "msgs.received_from.x")
+	if code != commands.ExitError || !strings.Contains(errs, "design's own stream") {
+		t.Errorf("dead letter into the design's stream: exit %d, %q", code, errs)
+	}
+}
+
+// TestWorkKillMidRun: instances of lanes work --http run as processes;
+// one is killed with SIGKILL while messages are published. Every message
+// is processed, each key in order (the killed instance's message in
+// flight may run again), no lane runs two calls at once, the others take
+// the killed instance's lanes, and they stop with exit 0 on SIGTERM.
+func TestWorkKillMidRun(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cluster   bool
+		instances int
+	}{
+		{"single/2", false, 2},
+		{"single/3", false, 3},
+		{"cluster/3", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cleanEnv(t)
+			var url string
+			applyExtra := []string{"--partitions", "8", "--ack-wait", "2s"}
+			if tc.cluster {
+				cl := natstest.StartCluster(t, 3)
+				url = cl.URLs()
+				applyExtra = append(applyExtra, "--replicas", "3", "--pinned")
+			} else {
+				url = natstest.Start(t).URL()
+			}
+			p := applyDesign(t, url, applyExtra...)
+			_, js := natstest.Connect(t, url)
+			rec := newCallRecorder(t, 3*time.Millisecond)
+			var children []*exec.Cmd
+			for i := 0; i < tc.instances; i++ {
+				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", fmt.Sprintf("w%d", i), "--lease", "2s", "--verbose", "--status-every", "3s")...)
+				children = append(children, cmd)
+				t.Cleanup(func() {
+					if t.Failed() {
+						cmd.Process.Kill()
+						cmd.Wait()
+						t.Logf("w%d stderr:\n%s", i, stderr)
+					}
+				})
+			}
+			pub := startPublisher(t, js, p, 24, 2*time.Millisecond)
+			start := time.Now()
+			waitForCond(t, "every instance serving", 20*time.Second, func() bool {
+				return len(instancesServing(rec.snapshot(), start)) == tc.instances
+			})
+			children[0].Process.Kill()
+			killed := time.Now()
+			waitExit(t, children[0], 5*time.Second)
+			time.Sleep(5 * time.Second) // the lease (2s) and the ack wait (2s) pass while publishing goes on
+			n := pub.finish()
+			waitForCond(t, fmt.Sprintf("%d messages processed", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+			calls := rec.snapshot()
+			checkWorkCalls(t, calls, n, "w0")
+			lanesAfter := map[string]bool{}
+			for _, c := range calls {
+				if c.start.After(killed.Add(4500 * time.Millisecond)) {
+					if c.instance == "w0" {
+						t.Errorf("the killed instance made a call after the kill")
+					}
+					lanesAfter[c.lane] = true
+				}
+			}
+			t.Logf("%d messages; lanes served after the kill: %d", n, len(lanesAfter))
+			for _, cmd := range children[1:] {
+				if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+					t.Errorf("SIGTERM: exit %d, want 0", code)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkJoinLeave: while messages are published, a second and a third
+// instance join, then the first leaves on SIGTERM: every message is
+// processed once, in key order, one call at a time per lane, and the
+// joiners take lanes at once.
+func TestWorkJoinLeave(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "8")
+	_, js := natstest.Connect(t, url)
+	rec := newCallRecorder(t, 2*time.Millisecond)
+	start := func(name string) *exec.Cmd {
+		cmd, _ := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
+		return cmd
+	}
+	pub := startPublisher(t, js, p, 16, 2*time.Millisecond)
+	w0 := start("w0")
+	waitForCond(t, "w0 serving", 20*time.Second, func() bool { return instancesServing(rec.snapshot(), time.Time{})["w0"] })
+	for _, name := range []string{"w1", "w2"} {
+		joined := time.Now()
+		start(name)
+		waitForCond(t, name+" serving", 10*time.Second, func() bool { return instancesServing(rec.snapshot(), joined)[name] })
+		t.Logf("%s made its first call %s after it started", name, time.Since(joined))
+	}
+	left := time.Now()
+	if code := stopChild(t, w0, syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("w0 SIGTERM: exit %d", code)
+	}
+	time.Sleep(time.Second)
+	n := pub.finish()
+	waitForCond(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+	calls := rec.snapshot()
+	checkWorkCalls(t, calls, n, "")
+	lanesAfter := map[string]bool{}
+	for _, c := range calls {
+		if c.start.After(left.Add(500 * time.Millisecond)) {
+			lanesAfter[c.lane] = true
+			if c.instance == "w0" {
+				t.Errorf("w0 made a call %s after SIGTERM", c.start.Sub(left))
+			}
+		}
+	}
+	if len(lanesAfter) != 8 {
+		t.Errorf("after w0 left, %d lanes were served, want 8", len(lanesAfter))
+	}
+}
+
+// TestWorkSIGTERMHandsOver: SIGTERM while a message is in flight lets it
+// finish and acks it (no redelivery), hands the lane to the other
+// instance at once and exits 0. A second SIGTERM instead hands the message
+// back at once (the other instance runs it as attempt 2, long before the
+// 30s ack wait) and exits 130.
+func TestWorkSIGTERMHandsOver(t *testing.T) {
+	for _, twice := range []bool{false, true} {
+		t.Run(map[bool]string{false: "once", true: "twice"}[twice], func(t *testing.T) {
+			cleanEnv(t)
+			url := natstest.Start(t).URL()
+			p := applyDesign(t, url, "--partitions", "1")
+			_, js := natstest.Connect(t, url)
+			rec := newCallRecorder(t, 1500*time.Millisecond)
+			cmds := map[string]*exec.Cmd{}
+			for _, name := range []string{"a", "b"} {
+				cmd, _ := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
+				cmds[name] = cmd
+			}
+			waitForCond(t, "both joined", 10*time.Second, func() bool { return members(t, url) == 2 })
+			subject, _ := p.SubjectForKey("alice")
+			natstest.Publish(t, js, subject, subject)
+			var first workCall
+			waitForCond(t, "the first call", 10*time.Second, func() bool {
+				s := rec.startedCalls()
+				if len(s) > 0 {
+					first = s[0]
+				}
+				return len(s) > 0
+			})
+			rec.work.Store(int64(10 * time.Millisecond))
+			owner, other := first.instance, map[string]string{"a": "b", "b": "a"}[first.instance]
+			signalled := time.Now()
+			cmds[owner].Process.Signal(syscall.SIGTERM)
+			want := 0
+			if twice {
+				time.Sleep(200 * time.Millisecond)
+				cmds[owner].Process.Signal(syscall.SIGTERM)
+				want = commands.ExitInterrupted
+			}
+			code := waitExit(t, cmds[owner], 10*time.Second)
+			took := time.Since(signalled)
+			if code != want {
+				t.Errorf("exit %d, want %d", code, want)
+			}
+			waitForCond(t, "both messages done by the other", 10*time.Second, func() bool {
+				for _, c := range rec.snapshot() {
+					if c.instance == other && c.seq == 2 {
+						return true
+					}
+				}
+				return false
+			})
+			calls := rec.snapshot()
+			if !twice {
+				if took < time.Second || took > 5*time.Second {
+					t.Errorf("stopped %s after SIGTERM: it should finish the 1.5s call first", took)
+				}
+				checkWorkCalls(t, calls, 2, "")
+				for _, c := range calls {
+					if c.seq == 2 && c.instance != other {
+						t.Errorf("seq 2 ran on %s, want %s", c.instance, other)
+					}
+				}
+				return
+			}
+			if took > time.Second {
+				t.Errorf("stopped %s after the second SIGTERM", took)
+			}
+			var again *workCall
+			for _, c := range calls {
+				if c.seq == 1 && c.instance == other {
+					again = &c
+				}
+			}
+			if again == nil || again.attempt != 2 || again.start.Sub(signalled) > 5*time.Second {
+				t.Errorf("the message handed back was not run again at once by %s: %+v", other, again)
+			}
+		})
+	}
+}
+
+// members counts the live instances of the seed design.
+func members(t *testing.T, url string) int {
+	_, js := natstest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sv, err := work.ReadServing(ctx, js, "ORDERS", "orders")
+	if err != nil {
+		return 0
+	}
+	return len(sv.Members)
+}
+
+// TestWorkExecContract: --exec gets the payload on stdin and the message's
+// metadata and headers in LANES_* variables; exit 65 terminates (no
+// retry, the lane moves on); any other exit retries after the default
+// backoff (1s) with LANES_ATTEMPT counting up; the handler's output goes
+// to lanes work's stdout.
+func TestWorkExecContract(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "1")
+	nc, _ := natstest.Connect(t, url)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "handler.sh")
+	os.WriteFile(script, []byte(`#!/bin/sh
+out="$OUT/$LANES_SEQ.$LANES_ATTEMPT"
+env | grep '^LANES_' | sort > "$out.env"
+cat > "$out.data"
+echo "handled $LANES_SEQ"
+case "$(cat "$out.data")" in
+poison) exit 65 ;;
+flaky) [ "$LANES_ATTEMPT" -ge 2 ] || exit 3 ;;
+esac
+`), 0o755)
+	t.Setenv("OUT", dir)
+	subject, _ := p.SubjectForKey("alice")
+	m := nats.NewMsg(subject)
+	m.Data = []byte("hello\nworld")
+	m.Header.Set("Trace-Id", "abc-123")
+	m.Header.Add("X-Multi", "a")
+	m.Header.Add("X-Multi", "b")
+	for _, msg := range []*nats.Msg{m, {Subject: subject, Data: []byte("poison")}, {Subject: subject, Data: []byte("flaky")}} {
+		if _, err := nc.RequestMsg(msg, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "sh "+script, "--instance", "inst-1")
+	waitForCond(t, "seq 3 attempt 2", 20*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "3.2.env"))
+		return err == nil
+	})
+	time.Sleep(200 * time.Millisecond)
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, r.err.String())
+	}
+	env := string(mustRead(t, filepath.Join(dir, "1.1.env")))
+	for _, want := range []string{
+		"LANES_STREAM=ORDERS", "LANES_LANE=orders-n1-00", "LANES_PARTITION=0", "LANES_SUBJECT=msgs.received_from.n1.0.alice",
+		"LANES_KEY=alice", "LANES_SEQ=1", "LANES_ATTEMPT=1", "LANES_INSTANCE=inst-1", "LANES_HEADER_TRACE_ID=abc-123", "LANES_HEADER_X_MULTI=a,b",
+	} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("environment lacks %s:\n%s", want, env)
+		}
+	}
+	if i := strings.Index(env, "LANES_PUBLISHED="); i < 0 {
+		t.Errorf("no LANES_PUBLISHED")
+	} else if _, err := time.Parse(time.RFC3339Nano, strings.SplitN(env[i+16:], "\n", 2)[0]); err != nil {
+		t.Errorf("LANES_PUBLISHED: %v", err)
+	}
+	if got := string(mustRead(t, filepath.Join(dir, "1.1.data"))); got != "hello\nworld" {
+		t.Errorf("stdin %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "2.2.env")); err == nil {
+		t.Error("exit 65 was retried")
+	}
+	a1, _ := os.Stat(filepath.Join(dir, "3.1.env"))
+	a2, _ := os.Stat(filepath.Join(dir, "3.2.env"))
+	if gap := a2.ModTime().Sub(a1.ModTime()); gap < 800*time.Millisecond || gap > 3*time.Second {
+		t.Errorf("retried %s after the failure, want about 1s", gap)
+	}
+	if out := r.out.String(); !strings.Contains(out, "handled 1\n") || !strings.Contains(out, "handled 3\n") {
+		t.Errorf("handler output not on stdout: %q", out)
+	}
+	if e := r.err.String(); !strings.Contains(e, "terminated by the handler") || !strings.Contains(e, "exit 3") {
+		t.Errorf("stderr does not log the term and the failure:\n%s", e)
+	}
+}
+
+// TestWorkHTTPContract: --http POSTs the payload with Lanes-* headers;
+// 2xx acks, 422 or a Lanes-Term header terminates, a 503 with Retry-After
+// is retried after it.
+func TestWorkHTTPContract(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "1")
+	nc, _ := natstest.Connect(t, url)
+	type seen struct {
+		h    http.Header
+		body string
+		at   time.Time
+	}
+	var mu sync.Mutex
+	got := map[string][]seen{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[string(body)] = append(got[string(body)], seen{r.Header.Clone(), string(body), time.Now()})
+		n := len(got[string(body)])
+		mu.Unlock()
+		switch string(body) {
+		case "bad":
+			w.WriteHeader(422)
+		case "gone":
+			w.Header().Set("Lanes-Term", "customer deleted")
+		case "busy":
+			if n == 1 {
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(503)
+			}
+		}
+	}))
+	defer srv.Close()
+	subject, _ := p.SubjectForKey("bob")
+	m := nats.NewMsg(subject)
+	m.Data = []byte("ok")
+	m.Header.Set("Trace-Id", "t1")
+	for _, msg := range []*nats.Msg{m, {Subject: subject, Data: []byte("bad")}, {Subject: subject, Data: []byte("gone")}, {Subject: subject, Data: []byte("busy")}} {
+		if _, err := nc.RequestMsg(msg, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--http", srv.URL+"/msg", "--instance", "h1")
+	waitForCond(t, "busy retried", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got["busy"]) == 2
+	})
+	time.Sleep(200 * time.Millisecond)
+	r.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	h := got["ok"][0].h
+	for k, v := range map[string]string{"Lanes-Stream": "ORDERS", "Lanes-Lane": "orders-n1-00", "Lanes-Partition": "0", "Lanes-Key": "bob",
+		"Lanes-Subject": "msgs.received_from.n1.0.bob", "Lanes-Seq": "1", "Lanes-Attempt": "1", "Lanes-Instance": "h1", "Lanes-Header-Trace-Id": "t1"} {
+		if h.Get(k) != v {
+			t.Errorf("header %s = %q, want %q", k, h.Get(k), v)
+		}
+	}
+	if len(got["bad"]) != 1 || len(got["gone"]) != 1 {
+		t.Errorf("terminated messages were retried: bad %d, gone %d", len(got["bad"]), len(got["gone"]))
+	}
+	if gap := got["busy"][1].at.Sub(got["busy"][0].at); gap < 1800*time.Millisecond || gap > 4*time.Second {
+		t.Errorf("Retry-After 2 was retried after %s", gap)
+	}
+	if e := r.err.String(); !strings.Contains(e, "customer deleted") {
+		t.Errorf("the Lanes-Term reason is not logged:\n%s", e)
+	}
+}
+
+// TestWorkMaxProcessTime: a handler that hangs is killed with its whole
+// process group at --max-process-time, and the message is retried.
+func TestWorkMaxProcessTime(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "1")
+	_, js := natstest.Connect(t, url)
+	dir := t.TempDir()
+	t.Setenv("OUT", dir)
+	subject, _ := p.SubjectForKey("carol")
+	natstest.Publish(t, js, subject)
+	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--max-process-time", "700ms",
+		"--exec", `if [ "$LANES_ATTEMPT" = 1 ]; then sleep 30 & echo $! > "$OUT/pid"; wait; fi; touch "$OUT/done"`)
+	waitForCond(t, "the retry", 20*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "done"))
+		return err == nil
+	})
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(mustRead(t, filepath.Join(dir, "pid")))))
+	if pid == 0 || alive(pid) {
+		t.Errorf("the hung handler's child (sleep, pid %d) is still alive: the process group was not killed", pid)
+	}
+	r.stop(t)
+	if e := r.err.String(); !strings.Contains(e, "max process time") {
+		t.Errorf("stderr does not say why:\n%s", e)
+	}
+}
+
+// TestWorkMetricsAndStatus: --metrics serves per-lane series; without a
+// terminal, a status line is logged every --status-every.
+func TestWorkMetricsAndStatus(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "2")
+	_, js := natstest.Connect(t, url)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 3)...)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "true", "--metrics", addr, "--status-every", "200ms", "--log-format", "json")
+	var body string
+	waitForCond(t, "3 processed in the metrics", 20*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `lanes_work_processed_total{lane="orders-n2-01",stream="ORDERS"} 3`)
+	})
+	for _, want := range []string{
+		`lanes_work_serving{lane="orders-n2-00",stream="ORDERS"} 1`,
+		`lanes_work_failed_total{lane="orders-n2-01",stream="ORDERS"} 0`,
+		`lanes_work_parked_total{lane="orders-n2-01",stream="ORDERS"} 0`,
+		`lanes_work_in_flight_age_seconds{lane="orders-n2-01",stream="ORDERS"} 0`,
+		`lanes_work_processing_seconds_count{lane="orders-n2-01",stream="ORDERS"} 3`,
+		`lanes_work_members{design="orders",stream="ORDERS"} 1`,
+		`lanes_work_lanes{design="orders",stream="ORDERS"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	waitForCond(t, "a status line", 5*time.Second, func() bool { return strings.Contains(r.err.String(), `"msg":"status"`) })
+	r.stop(t)
+	for _, line := range strings.Split(strings.TrimSpace(r.err.String()), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			t.Errorf("not a JSON log line: %q", line)
+		}
+	}
+}
+
+// TestWorkRepartitionUnderLoad: two instances run while publishers keep
+// publishing and lanes apply repartitions 4 -> 8. Nothing restarts: the
+// instances serve the new lanes as they appear (held, then resumed), the
+// old ones drain and are dropped; every message is processed once, each
+// key in order across the change.
+func TestWorkRepartitionUnderLoad(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "4")
+	_, js := natstest.Connect(t, url)
+	rec := newCallRecorder(t, 2*time.Millisecond)
+	var children []*exec.Cmd
+	for _, name := range []string{"w0", "w1"} {
+		cmd, _ := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
+		children = append(children, cmd)
+	}
+	pub := startPublisher(t, js, p, 32, time.Millisecond)
+	waitForCond(t, "both serving", 20*time.Second, func() bool { return len(instancesServing(rec.snapshot(), time.Time{})) == 2 })
+	time.Sleep(300 * time.Millisecond)
+	code, out, errs := lanes(t, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "--server", url, "--partitions", "8")
+	if code != 0 {
+		t.Fatalf("repartition: exit %d\n%s\n%s", code, out, errs)
+	}
+	applied := time.Now()
+	time.Sleep(time.Second)
+	n := pub.finish()
+	waitForCond(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+	calls := rec.snapshot()
+	checkWorkCalls(t, calls, n, "")
+	for _, c := range calls {
+		if c.start.After(applied) && !strings.Contains(c.lane, "-n8-") {
+			t.Errorf("an old lane (%s) ran a message after the repartition", c.lane)
+		}
+	}
+	// Settled: the new lanes are spread 4/4 (as the bucket says).
+	_, js2 := natstest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sv, err := work.ReadServing(ctx, js2, "ORDERS", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perInstance := map[string]int{}
+	for _, l := range applyDesign(t, url, "--partitions", "8").Lanes {
+		perInstance[sv.Lanes[l.Name].Instance]++
+	}
+	if perInstance["w0"] != 4 || perInstance["w1"] != 4 {
+		t.Errorf("the new lanes are served %v, want 4 each", perInstance)
+	}
+	t.Logf("%d messages across the repartition", n)
+	for _, cmd := range children {
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("SIGTERM: exit %d", code)
+		}
+	}
+}

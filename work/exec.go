@@ -1,0 +1,163 @@
+package work
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TermExitCode is the exit code with which an --exec handler says the
+// message must not be retried (EX_DATAERR in sysexits.h: the input data
+// was incorrect): it is terminated, or parked when a dead-letter subject
+// is set.
+const TermExitCode = 65
+
+// EnvHeaderPrefix prefixes the environment variables that carry the
+// message's headers: header Trace-Id is LANES_HEADER_TRACE_ID.
+const EnvHeaderPrefix = "LANES_HEADER_"
+
+// Env is the environment an --exec handler gets for m, besides the
+// inherited one: LANES_STREAM, LANES_LANE, LANES_PARTITION, LANES_SUBJECT,
+// LANES_KEY, LANES_SEQ, LANES_ATTEMPT, LANES_PUBLISHED (RFC 3339),
+// LANES_INSTANCE, and one LANES_HEADER_<NAME> per header (the name upper
+// case, characters other than letters and digits as '_', several values
+// joined by ',').
+func Env(m *Msg) []string {
+	env := []string{
+		"LANES_STREAM=" + m.Stream,
+		"LANES_LANE=" + m.Lane,
+		"LANES_PARTITION=" + strconv.Itoa(m.Partition),
+		"LANES_SUBJECT=" + m.Subject,
+		"LANES_KEY=" + m.Key,
+		"LANES_SEQ=" + strconv.FormatUint(m.Seq, 10),
+		"LANES_ATTEMPT=" + strconv.Itoa(m.Attempt),
+		"LANES_PUBLISHED=" + m.Published.UTC().Format(time.RFC3339Nano),
+		"LANES_INSTANCE=" + m.Instance,
+	}
+	for name, values := range m.Header {
+		env = append(env, EnvHeaderPrefix+envName(name)+"="+strings.Join(values, ","))
+	}
+	return env
+}
+
+func envName(header string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, header)
+}
+
+// ExecHandler runs `sh -c Command` per message: the payload on stdin, the
+// message's metadata and headers in the environment (see Env). Exit 0
+// acks, TermExitCode terminates, anything else retries. When the context
+// ends (max process time, stop) the command's whole process group is
+// killed.
+type ExecHandler struct {
+	Command string
+	Shell   string    // default "sh"
+	Stdout  io.Writer // the handlers' output, shared (writes are serialised; an *os.File is passed as it is)
+	Stderr  io.Writer // also kept (the last 1 KB) as the error of a failure
+	Env     []string  // the inherited environment; default os.Environ()
+	once    sync.Once
+	out     io.Writer
+	errw    io.Writer
+}
+
+func (h *ExecHandler) init() {
+	if h.Shell == "" {
+		h.Shell = "sh"
+	}
+	if h.Env == nil {
+		h.Env = os.Environ()
+	}
+	h.out = lockedWriter(h.Stdout)
+	h.errw = lockedWriter(h.Stderr)
+}
+
+// Handle runs the command for one message.
+func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
+	h.once.Do(h.init)
+	cmd := exec.CommandContext(ctx, h.Shell, "-c", h.Command)
+	cmd.Stdin = bytes.NewReader(m.Data)
+	cmd.Env = append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
+	tail := &tailBuffer{max: 1024}
+	cmd.Stdout = h.out
+	if h.errw != nil {
+		cmd.Stderr = io.MultiWriter(h.errw, tail)
+	} else {
+		cmd.Stderr = tail
+	}
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ee.ExitCode() == TermExitCode {
+			return Term(fmt.Errorf("exit %d%s", TermExitCode, tail.suffix()))
+		}
+		if ee.ExitCode() >= 0 {
+			return fmt.Errorf("exit %d%s", ee.ExitCode(), tail.suffix())
+		}
+	}
+	return fmt.Errorf("%w%s", err, tail.suffix())
+}
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) suffix() string {
+	s := strings.TrimSpace(string(t.buf))
+	if s == "" {
+		return ""
+	}
+	return ": " + oneLine(s, t.max)
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// lockedWriter serialises writes to w. A file is left as it is: the
+// command writes to it directly, with no pipe and no copying goroutine
+// per message; nil stays nil (the command gets /dev/null).
+func lockedWriter(w io.Writer) io.Writer {
+	switch w.(type) {
+	case nil, *os.File:
+		return w
+	}
+	return &syncWriter{w: w}
+}

@@ -1,0 +1,139 @@
+package work
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// laneInfo is what the runtime needs to know about a lane, read from its
+// consumer info: the server's config is the truth, not the design file.
+type laneInfo struct {
+	name          string
+	partition     int
+	partitions    int
+	ackWait       time.Duration
+	backoff       []time.Duration
+	maxDeliver    int
+	maxAckPending int
+	group         string // the priority group of a pinned lane, else ""
+	paused        bool
+	layout        *planner.Layout // reads keys from stored subjects; nil when the metadata has no mapping
+}
+
+// defaultRetry are the redelivery delays after a failure when the lane has
+// no backoff: a failing handler must not spin, and the lane waits anyway.
+var defaultRetry = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+
+// deadline is how long the server waits for an ack of the given delivery
+// (1-based) before redelivering: the backoff step for that delivery when the
+// lane has one, else the ack wait. In-progress acks restart it.
+func (l *laneInfo) deadline(attempt int) time.Duration {
+	if len(l.backoff) == 0 {
+		return l.ackWait
+	}
+	return l.backoff[min(max(attempt-1, 0), len(l.backoff)-1)]
+}
+
+// nakDelay returns the delay to put in a -NAK after a failed attempt so
+// that the redelivery comes after want (want < 0: the lane's schedule),
+// and that effective delay. The server (2.11-2.15, consumer.go processNak
+// and checkPending) waits delay - ack_wait + backoff[attempt-1] when the
+// lane has a backoff, and delay otherwise; a nak delay keeps the
+// ack-pending slot, so the lane idles for it, which is what order needs.
+func (l *laneInfo) nakDelay(attempt int, want time.Duration) (send, effective time.Duration) {
+	step := l.deadline(attempt)
+	if want < 0 {
+		if len(l.backoff) > 0 {
+			want = step
+		} else {
+			want = defaultRetry[min(max(attempt-1, 0), len(defaultRetry)-1)]
+		}
+	}
+	if len(l.backoff) == 0 {
+		return want, want
+	}
+	return max(want+l.ackWait-step, 0), want
+}
+
+// listLanes returns the lanes of design on stream, the consumers tagged
+// for the design that the runtime refuses to serve (with why), and the
+// consumers the server could not report (cluster: leader not answering).
+func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout) (map[string]*laneInfo, map[string]string, []string, error) {
+	listing, err := api.List(ctx, stream)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lanes := map[string]*laneInfo{}
+	refused := map[string]string{}
+	for _, ci := range listing.Consumers {
+		tag, ok := planner.TagOf(ci.Config.Metadata)
+		if !ok || tag.Design != design {
+			continue
+		}
+		info, why := laneFromInfo(ci, tag, layouts)
+		if why != "" {
+			refused[ci.Name] = why
+			continue
+		}
+		lanes[ci.Name] = info
+	}
+	missing := append([]string(nil), listing.Missing...)
+	for name := range listing.Offline {
+		missing = append(missing, name)
+	}
+	return lanes, refused, missing, nil
+}
+
+func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[string]*planner.Layout) (*laneInfo, string) {
+	cfg := ci.Config
+	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, "its ack policy is not explicit: a crash would lose the message in flight (lanes apply --recreate fixes it)"
+	}
+	if cfg.MaxAckPending != 1 {
+		return nil, fmt.Sprintf("max ack pending is %d: two messages of the lane could run at once, out of order (lanes apply sets it to 1)", cfg.MaxAckPending)
+	}
+	if cfg.DeliverSubject != "" {
+		return nil, "it is a push consumer"
+	}
+	info := &laneInfo{
+		name:          ci.Name,
+		partition:     tag.Partition,
+		partitions:    tag.Partitions,
+		ackWait:       cfg.AckWait,
+		backoff:       cfg.BackOff,
+		maxDeliver:    cfg.MaxDeliver,
+		maxAckPending: cfg.MaxAckPending,
+		paused:        ci.Paused,
+	}
+	if info.ackWait <= 0 {
+		info.ackWait = 30 * time.Second
+	}
+	if cfg.PriorityPolicy == jetstream.PriorityPolicyPinned && len(cfg.PriorityGroups) > 0 {
+		info.group = cfg.PriorityGroups[0]
+	}
+	if tag.Source != "" && tag.Destination != "" {
+		k := tag.Source + "\x00" + tag.Destination
+		l, ok := layouts[k]
+		if !ok {
+			l, _ = planner.ParseLayout(tag.Source, tag.Destination) // nil: keys unknown, not fatal
+			layouts[k] = l
+		}
+		info.layout = l
+	}
+	return info, ""
+}
+
+// keyOf reads the ordering key from a stored subject.
+func (l *laneInfo) keyOf(subject string) string {
+	if l.layout == nil {
+		return ""
+	}
+	k, _ := l.layout.StoredKey(subject)
+	return k
+}

@@ -1,0 +1,156 @@
+package work
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// TestSpreadJoinLeave: two instances split 8 lanes 4/4; a third joins
+// and takes its share (3/3/2) at once; one leaves on a stop and the two
+// left take its lanes at once, not a lease later. Messages published all
+// along are processed once each, in key order, with no lane run by two
+// instances at a time.
+func TestSpreadJoinLeave(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 8)
+	rec := &recorder{}
+	slow := func(ctx context.Context, m *Msg) error { time.Sleep(2 * time.Millisecond); return nil }
+	cfg := func(name string) Config {
+		return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name}
+	}
+	a := startWorker(t, s.URL(), cfg("a"), rec.handler("a", slow))
+	b := startWorker(t, s.URL(), cfg("b"), rec.handler("b", slow))
+	waitFor(t, "4/4", 10*time.Second, func() bool { return settled(p, 4, 4, a, b) })
+
+	stopPublishing := make(chan struct{})
+	published := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stopPublishing:
+				published <- n
+				return
+			default:
+			}
+			publishKeys(t, js, p, 16, 1)
+			n += 16
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	joined := time.Now()
+	c := startWorker(t, s.URL(), cfg("c"), rec.handler("c", slow))
+	waitFor(t, "3/3/2", 10*time.Second, func() bool { return settled(p, 2, 3, a, b, c) })
+	t.Logf("join settled in %s", time.Since(joined))
+	time.Sleep(300 * time.Millisecond)
+	left := time.Now()
+	if err := b.wait(t); err != nil {
+		t.Fatalf("b stopped with %v", err)
+	}
+	waitFor(t, "4/4 after b left", 10*time.Second, func() bool { return settled(p, 4, 4, a, c) })
+	if took := time.Since(left); took > 2*time.Second {
+		t.Errorf("a leave took %s to rebalance: it should not wait for the lease", took)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stopPublishing)
+	n := <-published
+	waitFor(t, "every message processed", 30*time.Second, func() bool { return len(rec.seqs()) == n })
+	for seq, k := range rec.seqs() {
+		if k != 1 {
+			t.Errorf("seq %d processed %d times", seq, k)
+		}
+	}
+	checkOrder(t, rec.snapshot(), false)
+}
+
+// TestFailover: an instance that dies (connection gone, no leave) loses
+// its lanes to the survivor once its lease expires, and the messages it
+// had in flight are redelivered after the ack wait. Pinned lanes move at
+// once too: the survivor unpins them instead of waiting for the pinned TTL.
+func TestFailover(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpinned", true: "pinned"}[pinned], func(t *testing.T) {
+			s, _, js, p := setup(t, "orders", 4, func(d *planner.Design) {
+				d.Lane.AckWait = planner.Duration(2 * time.Second)
+				d.Lane.Pinned = pinned
+			})
+			rec := &recorder{}
+			hold := make(chan struct{})
+			bWork := func(ctx context.Context, m *Msg) error {
+				select { // b never finishes: it dies with its messages in flight
+				case <-hold:
+				case <-ctx.Done():
+				}
+				return ctx.Err()
+			}
+			cfg := func(name string) Config {
+				return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 2 * time.Second}
+			}
+			a := startWorker(t, s.URL(), cfg("a"), rec.handler("a", nil))
+			b := startWorker(t, s.URL(), cfg("b"), rec.handler("b", bWork))
+			waitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
+			publishKeys(t, js, p, 16, 4)
+			waitFor(t, "b holds messages", 10*time.Second, func() bool { return b.w.Stats().InFlight == 2 })
+			killed := time.Now()
+			b.kill(t)
+			close(hold)
+			waitFor(t, "a serves every lane", 10*time.Second, func() bool { return settled(p, 4, 4, a) })
+			moved := time.Since(killed)
+			waitFor(t, "every message processed by a", 20*time.Second, func() bool {
+				n := 0
+				for _, c := range rec.snapshot() {
+					if c.instance == "a" {
+						n++
+					}
+				}
+				return n >= 64
+			})
+			t.Logf("lanes moved %s after the kill; all processed %s after", moved, time.Since(killed))
+			if moved > 2*time.Second+2*time.Second {
+				t.Errorf("lanes moved %s after the kill, want within the 2s lease (+ the server's expiry tick)", moved)
+			}
+			checkOrder(t, rec.snapshot(), true)
+		})
+	}
+}
+
+// TestChurnLosesNoDelivery: instances join and leave every 150ms while
+// messages flow. Each move hands lanes over; a message the server sends
+// to the old owner in that instant must be handed back, not dropped (a
+// dropped delivery would wait out the 30s ack wait). Everything is done
+// within seconds of the last publish.
+func TestChurnLosesNoDelivery(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 8)
+	rec := &recorder{}
+	cfg := func(name string) Config {
+		return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name}
+	}
+	startWorker(t, s.URL(), cfg("a"), rec.handler("a", nil))
+	done := make(chan int)
+	go func() {
+		n := 0
+		for i := 0; i < 40; i++ {
+			publishKeys(t, js, p, 16, 1)
+			n += 16
+			time.Sleep(15 * time.Millisecond)
+		}
+		done <- n
+	}()
+	for i := 0; i < 4; i++ {
+		b := startWorker(t, s.URL(), cfg(fmt.Sprintf("b%d", i)), rec.handler(fmt.Sprintf("b%d", i), nil))
+		time.Sleep(150 * time.Millisecond)
+		b.wait(t)
+		time.Sleep(50 * time.Millisecond)
+	}
+	n := <-done
+	published := time.Now()
+	waitFor(t, "every message", 20*time.Second, func() bool { return len(rec.seqs()) == n })
+	if took := time.Since(published); took > 5*time.Second {
+		t.Errorf("the last messages took %s: a delivery was lost in a hand-over and waited for the ack wait", took)
+	}
+	checkOrder(t, rec.snapshot(), true)
+}

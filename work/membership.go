@@ -1,0 +1,309 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
+)
+
+// Bucket is the KV bucket that holds the membership of every design's
+// workers in an account: <scope>.m.<instance> is an instance's lease (a key
+// with a TTL, renewed every third of it), <scope>.l.<lane> says which
+// instance serves a lane and since when. <scope> is the stream and the
+// design name.
+const Bucket = "lanes_work"
+
+// markerTTL is how long the bucket remembers an instance that left or
+// whose lease expired (server 2.11+ "limit markers"), so inspect can name it.
+const markerTTL = time.Hour
+
+// errEvicted: the lease was lost (expired or removed) while running.
+var errEvicted = errors.New("membership lease lost")
+
+type memberRecord struct {
+	Instance   string    `json:"instance"`
+	Host       string    `json:"host,omitempty"`
+	PID        int       `json:"pid,omitempty"`
+	Started    time.Time `json:"started"`
+	DeadLetter string    `json:"dead_letter,omitempty"`
+}
+
+type laneRecord struct {
+	Instance string    `json:"instance"`
+	Since    time.Time `json:"since"`
+}
+
+// scope is the key prefix of one design's workers. Stream and design names
+// may hold characters a KV key may not, so those are escaped as =XX.
+func scope(stream, design string) string { return escapeKey(stream) + "." + escapeKey(design) }
+
+func escapeKey(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "=%02X", c)
+	}
+	return b.String()
+}
+
+// openBucket binds the membership bucket, creating it when missing with
+// per-key TTLs (LimitMarkerTTL, server 2.11+) and the given replicas.
+func openBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         Bucket,
+			Description:    "lanes work: which instances serve which lanes",
+			History:        1,
+			Replicas:       max(replicas, 1),
+			LimitMarkerTTL: markerTTL,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, Bucket) // another instance made it first
+		}
+		if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+			return nil, fmt.Errorf("lanes work needs nats-server 2.11 or newer (per-key TTLs for the membership bucket %s)", Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("membership bucket %s: %w", Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("membership bucket %s: %w", Bucket, err)
+	}
+	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
+		return nil, fmt.Errorf("membership bucket %s exists without per-key TTLs (limit marker TTL): remove it (nats kv del %s) and lanes work recreates it", Bucket, Bucket)
+	}
+	return kv, nil
+}
+
+// lease is this instance's membership key.
+type lease struct {
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	key    string
+	ttl    time.Duration
+	record []byte
+	rev    uint64
+}
+
+func newLease(js jetstream.JetStream, kv jetstream.KeyValue, scope string, cfg *Config) *lease {
+	host, _ := os.Hostname()
+	rec, _ := json.Marshal(memberRecord{Instance: cfg.Instance, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), DeadLetter: cfg.DeadLetter})
+	return &lease{js: js, kv: kv, key: scope + ".m." + cfg.Instance, ttl: cfg.Lease, record: rec}
+}
+
+// join creates the key; it exists only while no other live instance holds
+// this name. A name still held by an earlier life of this instance (killed
+// before its lease expired) frees itself within a lease: join waits that
+// long before it gives up.
+func (l *lease) join(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(2*l.ttl + time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		rev, err := l.kv.Create(rctx, l.key, l.record, jetstream.KeyTTL(l.ttl))
+		cancel()
+		if err == nil {
+			l.rev = rev
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("joining the membership (%s %s): %w", Bucket, l.key, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("instance name %q is held by a live instance (key %s in bucket %s): give each instance its own --instance", l.key[strings.LastIndex(l.key, ".")+1:], l.key, Bucket)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// rejoin follows a renewal that lost its compare-and-set. Either the key
+// expired or was removed (join again), or an earlier renewal succeeded
+// but its answer was lost, and the key is still this instance's own
+// record: carry on with its revision.
+func (l *lease) rejoin(ctx context.Context, timeout time.Duration, log *slog.Logger) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	e, err := l.kv.Get(rctx, l.key)
+	cancel()
+	if err == nil && e.Operation() == jetstream.KeyValuePut && string(e.Value()) == string(l.record) {
+		l.rev = e.Revision()
+		return nil
+	}
+	log.Warn("membership lease lost (expired or removed): joining again")
+	return l.join(ctx, timeout)
+}
+
+// renew rewrites the key with a fresh TTL, only if it is still the one this
+// instance wrote: a key that expired or was removed means errEvicted.
+func (l *lease) renew(ctx context.Context, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ack, err := l.js.Publish(rctx, "$KV."+Bucket+"."+l.key, l.record,
+		jetstream.WithExpectLastSequencePerSubject(l.rev), jetstream.WithMsgTTL(l.ttl))
+	if jsapi.IsWrongLastSequence(err) {
+		return errEvicted
+	}
+	if err != nil {
+		return err
+	}
+	l.rev = ack.Sequence
+	return nil
+}
+
+// leave removes the key at once so the others take the lanes now, not a
+// lease later. The delete marker itself expires after markerTTL.
+func (l *lease) leave(ctx context.Context, timeout time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return publishDelete(rctx, l.js, l.key, l.rev)
+}
+
+// publishDelete writes a KV delete marker that expires, so that keys of
+// instances and lanes long gone do not pile up in the bucket.
+func publishDelete(ctx context.Context, js jetstream.JetStream, key string, rev uint64) error {
+	m := nats.NewMsg("$KV." + Bucket + "." + key)
+	m.Header.Set("KV-Operation", "DEL")
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(markerTTL)}
+	if rev > 0 {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(rev))
+	}
+	_, err := js.PublishMsg(ctx, m, opts...)
+	return err
+}
+
+// recordLane says in the bucket that this instance serves lane since then.
+func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane, instance string, since time.Time) error {
+	b, _ := json.Marshal(laneRecord{Instance: instance, Since: since.UTC()})
+	_, err := kv.Put(ctx, scope+".l."+lane, b)
+	return err
+}
+
+// memberEvent is one change seen by the membership watch; a nil-member
+// event with initial=true marks the end of the initial snapshot.
+type memberEvent struct {
+	instance string
+	alive    bool
+	initial  bool
+}
+
+// watchMembers streams the design's member keys: puts are alive members,
+// deletes and TTL expiry markers are departures.
+func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string, timeout time.Duration) (<-chan memberEvent, error) {
+	w, err := watch(ctx, kv, scope+".m.*", timeout)
+	if err != nil {
+		return nil, fmt.Errorf("watching the membership: %w", err)
+	}
+	prefix := scope + ".m."
+	return follow(ctx, w, 64, func(e jetstream.KeyValueEntry) (memberEvent, bool) {
+		if e == nil {
+			return memberEvent{initial: true}, true
+		}
+		return memberEvent{instance: strings.TrimPrefix(e.Key(), prefix), alive: e.Operation() == jetstream.KeyValuePut}, true
+	}), nil
+}
+
+// follow turns a watch's updates into events (conv says which), until ctx
+// ends or the watch does; then the channel is closed.
+func follow[T any](ctx context.Context, w jetstream.KeyWatcher, size int, conv func(jetstream.KeyValueEntry) (T, bool)) <-chan T {
+	out := make(chan T, size)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				ev, ok := conv(e)
+				if !ok {
+					continue
+				}
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// laneRecordEvent is a change of a lane record: who the bucket says serves it.
+type laneRecordEvent struct{ lane, instance string }
+
+// watchLaneRecords streams the design's lane records, so that an instance
+// can correct a record a former owner wrote after it (both write when
+// they start serving, and the writes can cross).
+func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string, timeout time.Duration) (<-chan laneRecordEvent, error) {
+	w, err := watch(ctx, kv, scope+".l.*", timeout, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("watching the lane records: %w", err)
+	}
+	prefix := scope + ".l."
+	return follow(ctx, w, 256, func(e jetstream.KeyValueEntry) (laneRecordEvent, bool) {
+		var rec laneRecord
+		if e == nil || json.Unmarshal(e.Value(), &rec) != nil {
+			return laneRecordEvent{}, false
+		}
+		return laneRecordEvent{strings.TrimPrefix(e.Key(), prefix), rec.Instance}, true
+	}), nil
+}
+
+// watch starts a KV watch. nats.go waits for the watch's consumer to be
+// created under the watch's own context, which lives as long as the watch:
+// an answer lost in a cluster (a leader change) would hang it forever. So
+// each attempt gets timeout, and a watch that did not start is cancelled.
+func watch(ctx context.Context, kv jetstream.KeyValue, keys string, timeout time.Duration, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		wctx, cancel := context.WithCancel(ctx)
+		type result struct {
+			w   jetstream.KeyWatcher
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			w, err := kv.Watch(wctx, keys, opts...)
+			ch <- result{w, err}
+		}()
+		select {
+		case r := <-ch:
+			if r.err == nil {
+				context.AfterFunc(ctx, cancel) // the watch lives until ctx ends
+				return r.w, nil
+			}
+			cancel()
+			err = r.err
+		case <-time.After(timeout):
+			cancel()
+			err = fmt.Errorf("no answer within %s", timeout)
+		case <-ctx.Done():
+			cancel()
+			return nil, ctx.Err()
+		}
+	}
+	return nil, err
+}

@@ -1,0 +1,116 @@
+package work
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// laneStats are one lane's counters on this instance. They live as long as
+// the worker, so a lane that leaves and comes back keeps counting.
+type laneStats struct {
+	processed  atomic.Uint64 // acked after success
+	failed     atomic.Uint64 // handler failures (each attempt)
+	parked     atomic.Uint64 // republished to the dead-letter subject, then acked
+	terminated atomic.Uint64 // +TERM at the handler's word
+	since      atomic.Int64  // unix nanos the running handler started; 0 when idle
+	serving    atomic.Bool
+	hist       prometheus.Observer // nil without metrics
+}
+
+func (s *laneStats) begin() { s.since.Store(time.Now().UnixNano()) }
+func (s *laneStats) end()   { s.since.Store(0) }
+
+func (s *laneStats) done(took time.Duration) {
+	if s.hist != nil {
+		s.hist.Observe(took.Seconds())
+	}
+}
+
+// inFlightAge is how long the running handler has run, 0 when idle.
+func (s *laneStats) inFlightAge(now time.Time) time.Duration {
+	if t := s.since.Load(); t != 0 {
+		return now.Sub(time.Unix(0, t))
+	}
+	return 0
+}
+
+// Metrics serves a worker's figures to Prometheus: per lane processed,
+// failed, parked and terminated counts, a processing time histogram and
+// the age of the message in flight; per instance the members seen and the
+// lanes served.
+type Metrics struct {
+	reg  *prometheus.Registry
+	hist *prometheus.HistogramVec
+	w    atomic.Pointer[Worker]
+}
+
+// NewMetrics makes a registry with the worker's series and the Go and
+// process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.hist = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "lanes_work_processing_seconds",
+		Help:    "Time the handler took per attempt.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"stream", "lane"})
+	m.reg.MustRegister(m.hist, (*workCollector)(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+func (m *Metrics) observer(stream, lane string) prometheus.Observer {
+	if m == nil {
+		return nil
+	}
+	return m.hist.WithLabelValues(stream, lane)
+}
+
+var (
+	descProcessed  = prometheus.NewDesc("lanes_work_processed_total", "Messages processed and acked.", []string{"stream", "lane"}, nil)
+	descFailed     = prometheus.NewDesc("lanes_work_failed_total", "Handler failures (every attempt).", []string{"stream", "lane"}, nil)
+	descParked     = prometheus.NewDesc("lanes_work_parked_total", "Messages republished to the dead-letter subject, then acked.", []string{"stream", "lane"}, nil)
+	descTerminated = prometheus.NewDesc("lanes_work_terminated_total", "Messages terminated (+TERM) at the handler's word.", []string{"stream", "lane"}, nil)
+	descAge        = prometheus.NewDesc("lanes_work_in_flight_age_seconds", "How long the message in flight has been processed (0: idle).", []string{"stream", "lane"}, nil)
+	descServing    = prometheus.NewDesc("lanes_work_serving", "1 while this instance serves the lane.", []string{"stream", "lane"}, nil)
+	descMembers    = prometheus.NewDesc("lanes_work_members", "Live instances of the design seen in the membership.", []string{"stream", "design"}, nil)
+	descLanes      = prometheus.NewDesc("lanes_work_lanes", "Lanes of the design found on the stream.", []string{"stream", "design"}, nil)
+)
+
+type workCollector Metrics
+
+func (c *workCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descMembers, descLanes} {
+		ch <- d
+	}
+}
+
+func (c *workCollector) Collect(ch chan<- prometheus.Metric) {
+	w := c.w.Load()
+	if w == nil {
+		return
+	}
+	now := time.Now()
+	stream := w.cfg.Stream
+	for name, s := range w.laneStatsSnapshot() {
+		ch <- prometheus.MustNewConstMetric(descProcessed, prometheus.CounterValue, float64(s.processed.Load()), stream, name)
+		ch <- prometheus.MustNewConstMetric(descFailed, prometheus.CounterValue, float64(s.failed.Load()), stream, name)
+		ch <- prometheus.MustNewConstMetric(descParked, prometheus.CounterValue, float64(s.parked.Load()), stream, name)
+		ch <- prometheus.MustNewConstMetric(descTerminated, prometheus.CounterValue, float64(s.terminated.Load()), stream, name)
+		ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, s.inFlightAge(now).Seconds(), stream, name)
+		serving := 0.0
+		if s.serving.Load() {
+			serving = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descServing, prometheus.GaugeValue, serving, stream, name)
+	}
+	st := w.Stats()
+	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(st.Members), stream, w.cfg.Design)
+	ch <- prometheus.MustNewConstMetric(descLanes, prometheus.GaugeValue, float64(st.Lanes), stream, w.cfg.Design)
+}

@@ -1,0 +1,142 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stats is a snapshot of a worker, for its status line.
+type Stats struct {
+	Instance   string
+	Members    int // live instances of the design, this one included
+	Lanes      int // lanes of the design on the stream
+	Refused    int // lanes of the design not served (e.g. max ack pending above 1)
+	Serving    int // lanes this instance serves now
+	Processed  uint64
+	Failed     uint64
+	Parked     uint64
+	Terminated uint64
+	InFlight   int
+	Oldest     time.Duration // age of the oldest message in flight
+}
+
+// Stats reads the worker's counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	st := Stats{Instance: w.cfg.Instance, Members: len(w.members), Lanes: len(w.lanes), Refused: len(w.refused)}
+	for _, s := range w.stats {
+		st.Processed += s.processed.Load()
+		st.Failed += s.failed.Load()
+		st.Parked += s.parked.Load()
+		st.Terminated += s.terminated.Load()
+		if s.serving.Load() {
+			st.Serving++
+		}
+		if age := s.inFlightAge(now); age > 0 {
+			st.InFlight++
+			st.Oldest = max(st.Oldest, age)
+		}
+	}
+	return st
+}
+
+// Member is an instance in the membership.
+type Member struct {
+	Instance   string    `json:"instance"`
+	Host       string    `json:"host,omitempty"`
+	PID        int       `json:"pid,omitempty"`
+	Started    time.Time `json:"started"`
+	DeadLetter string    `json:"dead_letter,omitempty"`
+	// Renewed is when the lease was last renewed (live members), or when
+	// the instance left or its lease expired (gone ones).
+	Renewed time.Time `json:"renewed"`
+	// Expired: the lease ran out (the instance died or was cut off),
+	// rather than the instance leaving on a stop.
+	Expired bool `json:"expired,omitempty"`
+}
+
+// LaneServer is who serves a lane, as recorded by the instance that took it.
+type LaneServer struct {
+	Instance string    `json:"instance"`
+	Since    time.Time `json:"since"`
+	// Gone: that instance is no longer a member: its lanes wait for
+	// another instance (a lease, if it died) or for a worker to start.
+	Gone bool `json:"gone,omitempty"`
+}
+
+// Serving is what the membership bucket says about a design's workers.
+type Serving struct {
+	Members []Member              `json:"members"`
+	Gone    []Member              `json:"gone,omitempty"` // remembered for an hour
+	Lanes   map[string]LaneServer `json:"lanes"`
+}
+
+// ReadServing reads the membership of a design's workers: the live
+// instances, those gone in the last hour, and per lane the instance that
+// serves it and since when. With no bucket (no worker ever ran) it returns
+// an empty Serving.
+func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design string) (*Serving, error) {
+	out := &Serving{Lanes: map[string]LaneServer{}}
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("membership bucket %s: %w", Bucket, err)
+	}
+	sc := scope(stream, design)
+	w, err := watch(ctx, kv, sc+".>", 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("reading the membership: %w", err)
+	}
+	defer w.Stop()
+	live := map[string]bool{}
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("reading the membership: %w", ctx.Err())
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			break
+		}
+		key := strings.TrimPrefix(e.Key(), sc+".")
+		switch {
+		case strings.HasPrefix(key, "m."):
+			m := Member{Instance: key[2:], Renewed: e.Created()}
+			if e.Operation() == jetstream.KeyValuePut {
+				var rec memberRecord
+				if json.Unmarshal(e.Value(), &rec) == nil {
+					m.Host, m.PID, m.Started, m.DeadLetter = rec.Host, rec.PID, rec.Started, rec.DeadLetter
+				}
+				out.Members = append(out.Members, m)
+				live[m.Instance] = true
+			} else {
+				m.Expired = e.Operation() == jetstream.KeyValuePurge // a TTL marker
+				out.Gone = append(out.Gone, m)
+			}
+		case strings.HasPrefix(key, "l.") && e.Operation() == jetstream.KeyValuePut:
+			var rec laneRecord
+			if json.Unmarshal(e.Value(), &rec) == nil {
+				out.Lanes[key[2:]] = LaneServer{Instance: rec.Instance, Since: rec.Since}
+			}
+		}
+	}
+	for lane, ls := range out.Lanes {
+		ls.Gone = !live[ls.Instance]
+		out.Lanes[lane] = ls
+	}
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Instance < out.Members[j].Instance })
+	sort.Slice(out.Gone, func(i, j int) bool { return out.Gone[i].Instance < out.Gone[j].Instance })
+	return out, nil
+}

@@ -1,0 +1,89 @@
+package work
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lanes-dev/lanes/internal/natstest"
+)
+
+// TestReadServing: the read side inspect uses. It names the instance
+// serving each lane and since when, the live members, and the instances
+// gone (lease expired, or left), and marks lanes whose instance is gone.
+func TestReadServing(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 4)
+	ctx := context.Background()
+	sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	if err != nil || len(sv.Members) != 0 || len(sv.Lanes) != 0 {
+		t.Fatalf("before any worker: %+v, %v", sv, err)
+	}
+	cfg := func(name string) Config {
+		return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 2 * time.Second}
+	}
+	before := time.Now()
+	a := startWorker(t, s.URL(), cfg("a"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
+	b := startWorker(t, s.URL(), cfg("b"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
+	waitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
+	waitFor(t, "the bucket to say the same", 5*time.Second, func() bool {
+		sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		if err != nil || len(sv.Members) != 2 || len(sv.Lanes) != 4 {
+			return false
+		}
+		for name, owner := range serving(a, b) {
+			if sv.Lanes[name].Instance != owner[0] || sv.Lanes[name].Gone || sv.Lanes[name].Since.Before(before.Add(-time.Second)) {
+				return false
+			}
+		}
+		return true
+	})
+	if sv.Members[0].Instance != "a" || sv.Members[0].PID == 0 || sv.Members[0].Started.IsZero() {
+		t.Errorf("members: %+v", sv.Members)
+	}
+
+	b.kill(t)
+	waitFor(t, "b gone, its lanes served by a", 10*time.Second, func() bool {
+		sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		if err != nil || len(sv.Members) != 1 || len(sv.Gone) != 1 {
+			return false
+		}
+		for _, l := range p.Lanes {
+			if sv.Lanes[l.Name].Instance != "a" {
+				return false
+			}
+		}
+		return true
+	})
+	if g := sv.Gone[0]; g.Instance != "b" || !g.Expired {
+		t.Errorf("gone: %+v, want b, expired", g)
+	}
+
+	a.kill(t)
+	waitFor(t, "every lane's instance gone", 10*time.Second, func() bool {
+		sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		if err != nil || len(sv.Members) != 0 {
+			return false
+		}
+		for _, l := range p.Lanes {
+			if !sv.Lanes[l.Name].Gone {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A stop (not a death) shows as left, not expired.
+	c := startWorker(t, s.URL(), cfg("c"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
+	waitFor(t, "c serves", 10*time.Second, func() bool { return settled(p, 4, 4, c) })
+	c.wait(t)
+	sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range sv.Gone {
+		if g.Instance == "c" && g.Expired {
+			t.Errorf("c left on a stop but shows as expired")
+		}
+	}
+	_ = natstest.Start
+}

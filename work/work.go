@@ -1,0 +1,618 @@
+// Package work is the processing side of a lanes design: it runs a handler
+// for every message of a design's lanes, one message at a time per lane, on
+// as many instances as are started.
+//
+// Each instance joins a membership (a key with a TTL in the KV bucket
+// lanes_work, renewed every third of the lease) and watches it; every
+// instance computes the same owner for each lane from the same membership
+// (Assign), so a join or a leave rebalances at once and a dead instance's
+// lanes move a lease later. Lanes are found by their metadata and followed
+// while running: a repartition's new lanes are served as they appear, held
+// lanes are pulled from so they start the moment they are resumed, deleted
+// lanes are dropped.
+//
+// Per lane: pull one message, run the handler while sending in-progress
+// acks, settle it with an ack the server confirms (a double ack), only then
+// take the next. Max ack pending 1 makes the server the judge of
+// exclusivity: while a message is out, no other is delivered to anyone, so
+// two instances that both believe they own a lane for a moment still run
+// its messages one after the other. See docs/work.md.
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// relistDebounce is how long a re-listing waits after an advisory.
+const relistDebounce = 250 * time.Millisecond
+
+// ErrGraceExpired: Run stopped, but messages still in flight when the grace
+// period ended were handed back for redelivery.
+var ErrGraceExpired = errors.New("grace period over")
+
+// ErrAborted: Abort stopped Run; messages in flight were handed back.
+var ErrAborted = errors.New("aborted")
+
+// Worker serves a design's lanes with a handler.
+type Worker struct {
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	api     *jsapi.Client
+	handler Handler
+	log     *slog.Logger
+	scope   string
+	kv      jetstream.KeyValue
+
+	// abort ends handlers and pulls at once: Abort, or the grace period
+	// running out after Run's context ended.
+	abort     context.Context
+	abortFn   context.CancelFunc
+	abortedBy error
+
+	relist chan struct{}
+	wake   chan struct{}
+
+	mu           sync.Mutex
+	running      map[string]*lane
+	stats        map[string]*laneStats
+	lanes        map[string]*laneInfo
+	refused      map[string]string
+	members      map[string]bool
+	layouts      map[string]*planner.Layout
+	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
+	joined       bool
+	released     int // lanes handed over so far
+}
+
+// New checks the config and prepares a worker on nc (whose JetStream API
+// prefix is cfg.APIPrefix).
+func New(nc *nats.Conn, cfg Config, h Handler) (*Worker, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("a handler is required")
+	}
+	js, err := jetstream.NewWithAPIPrefix(nc, cfg.APIPrefix)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		cfg:          cfg,
+		nc:           nc,
+		js:           js,
+		api:          jsapi.New(&connect.Conn{NC: nc, JS: js, Timeout: cfg.Timeout, APIPrefix: cfg.APIPrefix, Server: connect.Redact(nc.ConnectedUrlRedacted())}),
+		handler:      h,
+		log:          cfg.Logger,
+		scope:        scope(cfg.Stream, cfg.Design),
+		relist:       make(chan struct{}, 1),
+		wake:         make(chan struct{}, 1),
+		running:      map[string]*lane{},
+		stats:        map[string]*laneStats{},
+		lanes:        map[string]*laneInfo{},
+		refused:      map[string]string{},
+		members:      map[string]bool{},
+		layouts:      map[string]*planner.Layout{},
+		deletedLanes: map[string]bool{},
+	}
+	w.abort, w.abortFn = context.WithCancel(context.Background())
+	if cfg.Metrics != nil {
+		cfg.Metrics.w.Store(w)
+	}
+	return w, nil
+}
+
+// Instance is this worker's name in the membership.
+func (w *Worker) Instance() string { return w.cfg.Instance }
+
+// Abort stops at once: handlers are cancelled (an --exec process group is
+// killed), messages in flight are handed back with a nak, and Run returns
+// ErrAborted.
+func (w *Worker) Abort() {
+	w.mu.Lock()
+	if w.abortedBy == nil {
+		w.abortedBy = ErrAborted
+	}
+	w.mu.Unlock()
+	w.abortFn()
+}
+
+func (w *Worker) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, w.cfg.Timeout)
+}
+
+// Run serves lanes until ctx ends, then stops taking messages, lets the
+// ones in flight finish within the grace period, acks them, hands the lanes
+// over at once and returns nil (or ErrGraceExpired, or ErrAborted).
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.abortFn()
+	replicas, err := w.checkServer(ctx)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := w.ctx(ctx)
+	w.kv, err = openBucket(sctx, w.js, replicas)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if err := w.listLanes(ctx); err != nil {
+		return err
+	}
+	w.warnSettings()
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	events, err := watchMembers(watchCtx, w.kv, w.scope, w.cfg.Timeout)
+	if err != nil {
+		return err
+	}
+	records, err := watchLaneRecords(watchCtx, w.kv, w.scope, w.cfg.Timeout)
+	if err != nil {
+		return err
+	}
+	ls := newLease(w.js, w.kv, w.scope, &w.cfg)
+	if err := ls.join(ctx, w.cfg.Timeout); err != nil {
+		return err
+	}
+	w.log.Info("joined", "instance", w.cfg.Instance, "stream", w.cfg.Stream, "design", w.cfg.Design,
+		"lanes", len(w.lanes), "lease", w.cfg.Lease.String())
+	unsub := w.followAdvisories()
+	defer unsub()
+
+	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
+	hbDone := make(chan struct{})
+	go w.heartbeat(hbCtx, ls, hbDone)
+	relistTicker := time.NewTicker(w.cfg.Relist)
+	defer relistTicker.Stop()
+	listed := make(chan error, 1)
+	listing := false
+	// A burst of advisories (apply creating 1,024 lanes) is read as one
+	// listing a moment later, so that every instance sees the whole burst.
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	debouncing := false
+	snapshot := false // the watch's initial values are in
+
+	for {
+		select {
+		case <-ctx.Done():
+			stopHeartbeat()
+			<-hbDone
+			return w.shutdown(ls)
+		case <-w.abort.Done():
+			stopHeartbeat()
+			<-hbDone
+			return w.shutdown(ls)
+		case ev, ok := <-events:
+			if !ok {
+				// The watch ended (its consumer lost): start another.
+				w.log.Warn("membership watch ended; watching again")
+				if events, err = watchMembers(watchCtx, w.kv, w.scope, w.cfg.Timeout); err != nil {
+					stopHeartbeat()
+					<-hbDone
+					w.Abort()
+					w.shutdown(ls)
+					return err
+				}
+				w.mu.Lock()
+				clear(w.members)
+				w.mu.Unlock()
+				snapshot = false
+				continue
+			}
+			w.applyMember(ev)
+			if ev.initial {
+				snapshot = true
+			}
+		case <-relistTicker.C:
+			if !listing {
+				listing = true
+				go func() { listed <- w.listLanes(ctx) }()
+			}
+		case <-w.relist:
+			if !debouncing {
+				debouncing = true
+				debounce.Reset(relistDebounce)
+			}
+		case <-debounce.C:
+			debouncing = false
+			if !listing {
+				listing = true
+				go func() { listed <- w.listLanes(ctx) }()
+			} else {
+				w.relistSoon() // after the one running
+			}
+		case err := <-listed:
+			listing = false
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("cannot list the lanes; keeping the last listing", "error", err)
+			}
+		case <-w.wake:
+		case rec, ok := <-records:
+			if !ok {
+				records = nil // inspect may show a stale owner; serving is unaffected
+				continue
+			}
+			w.correctRecord(rec)
+			continue
+		}
+		if snapshot {
+			w.rebalance()
+		}
+	}
+}
+
+// checkServer finds the stream (its replicas size the membership bucket)
+// and a stream for the dead-letter subject, which must exist and must not
+// be the design's own (parked messages would come back into the lanes).
+func (w *Worker) checkServer(ctx context.Context) (int, error) {
+	rctx, cancel := w.ctx(ctx)
+	defer cancel()
+	info, err := w.api.StreamInfo(rctx, w.cfg.Stream)
+	if jsapi.IsStreamNotFound(err) {
+		return 0, fmt.Errorf("stream %s not found: apply the design first (lanes apply -f <design>)", w.cfg.Stream)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if w.cfg.DeadLetter != "" {
+		name, err := w.js.StreamNameBySubject(rctx, w.cfg.DeadLetter)
+		switch {
+		case jsapi.IsStreamNotFound(err):
+			return 0, fmt.Errorf("dead-letter subject %s: no stream stores it, so parked messages would be lost: create one first, e.g. nats stream add DEAD_LETTERS --subjects '%s'", w.cfg.DeadLetter, w.cfg.DeadLetter)
+		case err != nil:
+			return 0, fmt.Errorf("dead-letter subject %s: %w", w.cfg.DeadLetter, w.api.Conn().Classify(rctx, err))
+		case name == w.cfg.Stream:
+			return 0, fmt.Errorf("dead-letter subject %s is stored by the design's own stream %s: parked messages would come back into the lanes; use a subject of another stream", w.cfg.DeadLetter, name)
+		}
+	}
+	return info.Config.Replicas, nil
+}
+
+// warnSettings says, once, when the lanes' settings make failover slower
+// than the lease or make parking impossible.
+func (w *Worker) warnSettings() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var slowest time.Duration
+	var slowLane string
+	for _, l := range w.lanes {
+		if d := l.deadline(1); d > slowest {
+			slowest, slowLane = d, l.name
+		}
+		if w.cfg.OnPoison == Park && l.maxDeliver > 0 && l.maxDeliver < w.cfg.ParkAfter {
+			w.log.Warn("the lane's max deliver is below --park-after: the server drops a failing message before it can be parked",
+				"lane", l.name, "max_deliver", l.maxDeliver, "park_after", w.cfg.ParkAfter)
+		}
+	}
+	if bound := 2 * w.cfg.Lease; slowest > bound {
+		w.log.Warn(fmt.Sprintf("ack wait %s: when an instance dies, its lanes move within the lease (%s) but the message it had in flight is redelivered only after the ack wait; lanes work sends in-progress acks, so a short ack wait (e.g. lanes apply --ack-wait 5s) does not hurt long jobs",
+			slowest, w.cfg.Lease), "lane", slowLane)
+	}
+	for name, why := range w.refused {
+		w.log.Warn("lane not served: "+why, "lane", name)
+	}
+}
+
+// heartbeat renews the lease every third of it.
+func (w *Worker) heartbeat(ctx context.Context, ls *lease, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(w.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := ls.renew(ctx, w.cfg.Timeout)
+		switch {
+		case errors.Is(err, errEvicted):
+			// Rejoined here, where the lease's revision is kept.
+			if err := ls.rejoin(ctx, w.cfg.Timeout, w.log); err != nil && ctx.Err() == nil {
+				w.log.Error("cannot rejoin the membership", "error", err)
+			}
+		case err != nil && ctx.Err() == nil:
+			w.log.Warn("cannot renew the membership lease", "error", err)
+		}
+	}
+}
+
+func (w *Worker) applyMember(ev memberEvent) {
+	if ev.instance == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.members[ev.instance]
+	if ev.alive {
+		w.members[ev.instance] = true
+	} else {
+		delete(w.members, ev.instance)
+	}
+	if was != ev.alive && ev.instance != w.cfg.Instance {
+		if ev.alive {
+			w.log.Info("instance joined", "instance", ev.instance, "members", len(w.members))
+		} else {
+			w.log.Info("instance left", "instance", ev.instance, "members", len(w.members))
+		}
+	}
+}
+
+// listLanes reads the design's lanes; lanes the server could not report
+// (a cluster leader not answering) keep their last known settings.
+func (w *Worker) listLanes(ctx context.Context) error {
+	found, refused, missing, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
+	if jsapi.IsStreamNotFound(err) {
+		found, refused, err = map[string]*laneInfo{}, map[string]string{}, nil
+		w.log.Warn("stream not found: no lanes to serve", "stream", w.cfg.Stream)
+	}
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, name := range missing {
+		if old, ok := w.lanes[name]; ok {
+			found[name] = old
+		}
+	}
+	var added, gone []string
+	for name := range found {
+		if _, ok := w.lanes[name]; !ok && w.joined {
+			added = append(added, name)
+		}
+	}
+	for name := range w.lanes {
+		if _, ok := found[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	for name := range w.deletedLanes {
+		if _, ok := found[name]; !ok {
+			delete(w.deletedLanes, name)
+		}
+	}
+	if len(added) > 0 {
+		slices.Sort(added)
+		w.log.Info("new lanes", "lanes", added)
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		w.log.Info("lanes gone", "lanes", gone)
+	}
+	for name, why := range refused {
+		if _, ok := w.refused[name]; !ok && w.joined {
+			w.log.Warn("lane not served: "+why, "lane", name)
+		}
+	}
+	w.lanes, w.refused, w.joined = found, refused, true
+	for name, l := range w.running {
+		if info, ok := found[name]; ok {
+			if old := l.info.Swap(info); old.paused && !info.paused {
+				l.resume()
+			}
+		}
+	}
+	return nil
+}
+
+func (w *Worker) relistSoon() {
+	select {
+	case w.relist <- struct{}{}:
+	default:
+	}
+}
+
+// laneDeleted is called by a lane that the server reports deleted, before
+// it stops. The lane is not started again, but it stays in the assignment
+// until a listing drops it, so that the other lanes keep their owners:
+// every instance moves on at the next listing, not at its own view.
+func (w *Worker) laneDeleted(name string) {
+	w.mu.Lock()
+	w.deletedLanes[name] = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+	defer cancel()
+	_ = publishDelete(ctx, w.js, w.scope+".l."+name, 0)
+	w.relistSoon()
+}
+
+// followAdvisories re-lists as soon as a consumer of the stream is created,
+// deleted, paused or resumed (a repartition's new lanes, their resume, a
+// prune), not at the next tick.
+func (w *Worker) followAdvisories() func() {
+	var subs []*nats.Subscription
+	for _, kind := range []string{"CREATED", "DELETED", "PAUSE"} {
+		s, err := w.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER."+kind+"."+w.cfg.Stream+".*", func(*nats.Msg) { w.relistSoon() })
+		if err != nil {
+			w.log.Debug("cannot follow consumer advisories; relying on periodic listing", "error", err)
+			continue
+		}
+		subs = append(subs, s)
+	}
+	return func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+}
+
+// rebalance starts the lanes this instance owns and releases the others.
+// A released lane finishes its message in flight first; it is started
+// again when it comes back only once it is done.
+func (w *Worker) rebalance() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, l := range w.running {
+		select {
+		case <-l.done:
+			delete(w.running, name)
+			if s := w.stats[name]; s != nil {
+				s.serving.Store(false)
+			}
+		default:
+		}
+	}
+	members := slices.Collect(maps.Keys(w.members))
+	mine := map[string]bool{}
+	if w.members[w.cfg.Instance] && w.abort.Err() == nil {
+		// Each generation (partition count) is spread on its own, so a
+		// repartition's new lanes appearing moves none of the old ones
+		// while they drain, and both generations are spread evenly.
+		generations := map[int][]string{}
+		for name, l := range w.lanes {
+			generations[l.partitions] = append(generations[l.partitions], name)
+		}
+		for _, names := range generations {
+			for lane, owner := range Assign(members, names) {
+				if owner == w.cfg.Instance {
+					mine[lane] = true
+				}
+			}
+		}
+	}
+	var took, gave []string
+	for name, l := range w.running {
+		if !mine[name] && !l.releasing() {
+			l.requestRelease()
+			gave = append(gave, name)
+			w.released++
+			go w.whenDone(l)
+		}
+	}
+	for name := range mine {
+		if _, ok := w.running[name]; ok || w.deletedLanes[name] {
+			continue
+		}
+		s := w.stats[name]
+		if s == nil {
+			s = &laneStats{hist: w.cfg.Metrics.observer(w.cfg.Stream, name)}
+			w.stats[name] = s
+		}
+		l := newLane(w, w.lanes[name], s)
+		w.running[name] = l
+		s.serving.Store(true)
+		took = append(took, name)
+		go func() {
+			l.run()
+			w.whenDone(l)
+		}()
+	}
+	if len(took) > 0 || len(gave) > 0 {
+		slices.Sort(took)
+		slices.Sort(gave)
+		w.log.Info("rebalanced", "members", len(members), "serving", len(mine), "took", took, "gave", gave)
+	}
+}
+
+// whenDone wakes the control loop once a lane has stopped, so that a lane
+// given back and then assigned again is restarted.
+func (w *Worker) whenDone(l *lane) {
+	<-l.done
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shutdown: stop taking messages, leave the membership at once (the others
+// take the lanes now; their first message of each lane comes after this
+// instance's ack, max ack pending being 1), let the messages in flight
+// finish within the grace period, ack them, hand them back if it ends.
+func (w *Worker) shutdown(ls *lease) error {
+	w.mu.Lock()
+	lanes := slices.Collect(maps.Values(w.running))
+	inFlight := 0
+	for _, l := range lanes {
+		l.requestRelease()
+		if l.stats.since.Load() != 0 {
+			inFlight++
+		}
+	}
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+	if err := ls.leave(ctx, w.cfg.Timeout); err != nil {
+		w.log.Warn("cannot leave the membership: the others take over when the lease expires", "error", err)
+	}
+	cancel()
+	if w.abort.Err() == nil {
+		w.log.Info("stopping: finishing messages in flight", "in_flight", inFlight, "grace", w.cfg.Grace.String())
+	}
+	grace := time.NewTimer(w.cfg.Grace)
+	defer grace.Stop()
+	for _, l := range lanes {
+		select {
+		case <-l.done:
+			continue
+		case <-grace.C:
+			w.mu.Lock()
+			if w.abortedBy == nil {
+				w.abortedBy = ErrGraceExpired
+			}
+			w.mu.Unlock()
+			w.abortFn()
+		case <-w.abort.Done():
+		}
+		<-l.done
+	}
+	for _, l := range lanes {
+		l.stats.serving.Store(false)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running = map[string]*lane{}
+	return w.abortedBy
+}
+
+// unpin releases a pinned lane's pin so the next pull gets it at once.
+func (w *Worker) unpin(lane, group string) {
+	err := w.api.Write(context.Background(), "CONSUMER.UNPIN."+w.cfg.Stream+"."+lane, map[string]string{"group": group}, nil)
+	if err != nil {
+		w.log.Warn("cannot unpin the lane: its pin moves after its pinned TTL", "lane", lane, "error", err)
+	}
+}
+
+// correctRecord rewrites a lane record that names another instance while
+// this one serves the lane.
+func (w *Worker) correctRecord(rec laneRecordEvent) {
+	if rec.instance == w.cfg.Instance {
+		return
+	}
+	w.mu.Lock()
+	l := w.running[rec.lane]
+	w.mu.Unlock()
+	if l != nil && !l.releasing() {
+		go w.recordLane(rec.lane, l.since)
+	}
+}
+
+// recordLane writes who serves the lane, for inspect; best effort.
+func (w *Worker) recordLane(lane string, since time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+	defer cancel()
+	if err := recordLane(ctx, w.kv, w.scope, lane, w.cfg.Instance, since); err != nil {
+		w.log.Debug("cannot record the lane's owner", "lane", lane, "error", err)
+	}
+}
+
+func (w *Worker) laneStatsSnapshot() map[string]*laneStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.stats)
+}
