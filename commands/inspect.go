@@ -234,7 +234,7 @@ func (o InspectOptions) healthOptions() health.Options {
 
 // readInspect reads one report; with --key it keeps only the key's lanes.
 func readInspect(ctx context.Context, conn *connect.Conn, o InspectOptions, ho health.Options) (*health.Report, []health.KeyPlace, error) {
-	r, err := health.Read(ctx, conn, ho)
+	r, err := health.Inspect(ctx, conn, ho)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -31,7 +31,7 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 			if strategy != live.Lanes {
 				return
 			}
-			r, err := health.Read(ctx, c, health.Options{Stream: stream})
+			r, err := health.Inspect(ctx, c, health.Options{Stream: stream})
 			if err != nil {
 				fmt.Fprintf(o.IO.Err, "warning: cannot read the lane table after the run: %v\n", err)
 				return
