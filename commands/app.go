@@ -31,7 +31,7 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	app := newApp(io)
 	unknown := ""
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
-	err := app.RunContext(ctx, joinWatchInterval(args))
+	err := app.RunContext(ctx, joinOptionalValues(app, args))
 	if unknown != "" {
 		err = unknownCommand(app, unknown)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -67,8 +68,10 @@ func exitCode(err error) int {
 		return ExitInterrupted
 	case errors.As(err, &ce):
 		return connectCode(ce.Kind)
-	case errors.As(err, &fe), errors.As(err, &le), errors.As(err, new(*designFileError)):
+	case errors.As(err, &fe), errors.As(err, &le), errors.As(err, new(*designFileError)), errors.As(err, new(*health.KeyError)):
 		return ExitUsage
+	case errors.As(err, new(*thresholdError)):
+		return ExitThreshold
 	}
 	return ExitError
 }

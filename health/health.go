@@ -5,7 +5,7 @@
 // per-lane figures, a summary, and Findings (a fault, its severity and one
 // line of advice). Inspect is the two together. health formats nothing and
 // knows nothing of flags: inspect renders a Report, simulate --live reads
-// one.
+// one, and Watch refreshes one until its context ends.
 package health
 
 import (
@@ -205,6 +205,9 @@ type Report struct {
 	// Interval is the time since the previous report, when rates were
 	// computed (watch mode); zero otherwise.
 	Interval time.Duration
+	// Places is where Options.Key goes, when it was asked: the report then
+	// has only the lanes that hold it.
+	Places []KeyPlace
 }
 
 // Lane returns the named lane, or nil.

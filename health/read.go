@@ -36,6 +36,9 @@ type Options struct {
 	// Concurrency is how many head lookups are in flight at once
 	// (0 means DefaultConcurrency).
 	Concurrency int
+	// Key is a published subject: Inspect answers where it goes and keeps
+	// only the lanes that hold it (Report.ForKey).
+	Key string
 }
 
 // Defaults for Options.
@@ -74,13 +77,18 @@ type Snapshot struct {
 	Time           time.Time // when the read finished (client clock)
 }
 
-// Inspect reads the stream's lanes and judges them: Judge(Read(...)).
+// Inspect reads the stream's lanes and judges them: Judge(Read(...)),
+// kept to o.Key's lanes when it is given.
 func Inspect(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 	s, err := Read(ctx, c, o)
 	if err != nil {
 		return nil, err
 	}
-	return Judge(s, o), nil
+	r := Judge(s, o)
+	if o.Key == "" {
+		return r, nil
+	}
+	return r.ForKey(o.Key)
 }
 
 // Read reads the stream and its lanes. Requests: one stream info, the
