@@ -5,7 +5,6 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,7 +34,7 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if unknown != "" {
 		err = unknownCommand(app, unknown)
 	}
-	if ctx.Err() != nil && err != errStoppedCleanly {
+	if ctx.Err() != nil && !is[*stoppedCleanly](err) {
 		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(interruptedMessage(ctx, err))))
 		return ExitInterrupted
 	}
@@ -55,11 +54,6 @@ func printableLines(msg string) string {
 		lines[i] = planner.Printable(l, 4096)
 	}
 	return strings.Join(lines, "\n")
-}
-
-func isSilent(err error) bool {
-	var ee *exitError
-	return errors.As(err, &ee) && ee.err == nil
 }
 
 func newApp(io *IO) *cli.App {

@@ -183,9 +183,12 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 	out := &applyOutcome{diff: diff, needsConfirmation: needsConfirmation(o, diff)}
 	switch {
 	case o.DryRun:
-		return dryRunExit(diff, view.done(out))
+		if err := view.done(out); err != nil {
+			return err
+		}
+		return dryRunOutcome(diff)
 	case diff.Refused():
-		out.err = withCode(ExitRefused, &converge.RefusedError{Reasons: diff.Refusals})
+		out.err = &converge.RefusedError{Reasons: diff.Refusals}
 		view.done(out)
 		return out.err
 	case diff.Pending():
@@ -199,7 +202,10 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 	// apply incomplete.
 	out.res, out.err = converge.Execute(ctx, conn, diff)
 	bars.finish()
-	return applyExit(view.done(out), out.err)
+	if err := view.done(out); out.err == nil {
+		return err
+	}
+	return out.err
 }
 
 // refusedByLock ends an apply that could not take the lock: it shows the
@@ -210,7 +216,7 @@ func refusedByLock(ctx context.Context, conn *connect.Conn, o ApplyOptions, view
 	if !errors.As(err, &locked) && !errors.As(err, &unsupported) {
 		return err
 	}
-	out := &applyOutcome{err: withCode(ExitRefused, err)}
+	out := &applyOutcome{err: err}
 	if locked != nil {
 		out.holder = &locked.Holder
 	}
@@ -345,35 +351,19 @@ func outcomeStatus(opts ApplyOptions, o *applyOutcome) (status string, refused b
 	return "failed", false, []string{o.err.Error()}
 }
 
-// dryRunExit: 4 when apply would refuse, 3 when changes are pending, 5
-// when some lanes could not be read, else 0.
-func dryRunExit(d *converge.Diff, err error) error {
+// dryRunOutcome is what a dry run found, as the error that ends it: apply
+// would refuse, changes are pending, some lanes could not be read, or
+// nothing (nil).
+func dryRunOutcome(d *converge.Diff) error {
 	switch {
-	case err != nil:
-		return err
 	case d.Refused():
-		return withCode(ExitRefused, fmt.Errorf("apply would refuse:\n  - %s", strings.Join(d.Refusals, "\n  - ")))
+		return &refusedError{fmt.Errorf("apply would refuse:\n  - %s", strings.Join(d.Refusals, "\n  - "))}
 	case d.Pending():
-		return silentExit(ExitChanges)
+		return &pendingError{}
 	case len(d.Unavailable()) > 0:
-		return withCode(ExitIncomplete, fmt.Errorf("%d lanes could not be read; their state is unknown", len(d.Unavailable())))
+		return &incompleteError{fmt.Errorf("%d lanes could not be read; their state is unknown", len(d.Unavailable()))}
 	}
 	return nil
-}
-
-// applyExit maps converge's outcomes to exit codes; connection errors keep theirs.
-func applyExit(renderErr, err error) error {
-	var refused *converge.RefusedError
-	var incomplete *converge.IncompleteError
-	switch {
-	case err == nil:
-		return renderErr
-	case errors.As(err, &refused):
-		return withCode(ExitRefused, err)
-	case errors.As(err, &incomplete):
-		return withCode(ExitIncomplete, err)
-	}
-	return err
 }
 
 // confirm asks on a terminal before changing an existing stream; without
@@ -383,9 +373,9 @@ func confirm(ctx context.Context, o ApplyOptions, server string, d *converge.Dif
 		return nil
 	}
 	if !o.IO.InTTY {
-		return withCode(ExitRefused, fmt.Errorf(
+		return &refusedError{fmt.Errorf(
 			"stream %s already exists on %s and apply would change it; nothing was changed: review with --dry-run, then re-run with --yes (no terminal to ask on)",
-			d.Stream.Name, server))
+			d.Stream.Name, server)}
 	}
 	drainPipe(o.IO.Out, 2*time.Second)
 	fmt.Fprintf(o.IO.Err, "Apply these changes to stream %s on %s? [y/N] ", d.Stream.Name, server)
@@ -404,5 +394,5 @@ func confirm(ctx context.Context, o ApplyOptions, server string, d *converge.Dif
 			return nil
 		}
 	}
-	return withCode(ExitRefused, errors.New("not confirmed; nothing was changed"))
+	return &refusedError{errors.New("not confirmed; nothing was changed")}
 }

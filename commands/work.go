@@ -33,7 +33,7 @@ type WorkOptions struct {
 
 // errStoppedCleanly ends lanes work after a signal when every message in
 // flight finished and the lanes were handed over: exit 0, not 130.
-var errStoppedCleanly = &exitError{code: ExitOK}
+var errStoppedCleanly error = &stoppedCleanly{}
 
 func workCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
