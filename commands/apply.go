@@ -16,6 +16,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
 )
 
@@ -171,8 +172,8 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 		}
 		defer lock.Release(context.WithoutCancel(ctx))
 	}
-	bars := newProgressBars(o.IO)
-	o.Converge.Progress = bars.update
+	bars := applyProgress(o.IO)
+	o.Converge.Progress = func(p converge.Progress) { bars.Update(phaseText[p.Phase], p.Done, p.Total) }
 	diff, err := converge.Compare(ctx, conn, o.Plan, o.Converge)
 	if err != nil {
 		return err
@@ -201,11 +202,25 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 	// Also when nothing is pending: lanes that could not be read make the
 	// apply incomplete.
 	out.res, out.err = converge.Execute(ctx, conn, diff)
-	bars.finish()
+	bars.Finish()
 	if err := view.done(out); out.err == nil {
 		return err
 	}
 	return out.err
+}
+
+// phaseText names apply's steps in its progress.
+var phaseText = map[converge.Phase]string{
+	converge.PhaseLanes:  "lanes",
+	converge.PhaseDrain:  "old lanes' backlog processed",
+	converge.PhaseResume: "resuming new lanes",
+	converge.PhaseDelete: "deleting lanes",
+}
+
+// applyProgress shows apply's steps on stderr: bars on a terminal, plain
+// lines in a CI log. A drain's pace says nothing of its end.
+func applyProgress(io *IO) *progress.Meter {
+	return progress.New(io.Err, io.ErrTTY, "apply").NoETA(phaseText[converge.PhaseDrain])
 }
 
 // refusedByLock ends an apply that could not take the lock: it shows the
