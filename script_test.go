@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs testdata/script/*.txtar end to end, as a user types the
 // commands. Each script gets its own embedded nats-server in $NATS_URL.
-// go test -run TestScripts -update rewrites the expected output.
+// UPDATE_SCRIPTS=1 go test -run TestScripts . rewrites the expected output.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",

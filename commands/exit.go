@@ -138,7 +138,6 @@ func (e *designFileError) Unwrap() error { return e.err }
 type pendingError struct{}
 
 func (*pendingError) Error() string { return "changes pending" }
-func (*pendingError) silent()       {}
 
 // refusedError: apply refuses, in words (not confirmed, no terminal to
 // ask on, a dry run's refusals); nothing was changed (exit 4).
@@ -160,10 +159,6 @@ func (e *incompleteError) Unwrap() error { return e.err }
 type stoppedCleanly struct{}
 
 func (*stoppedCleanly) Error() string { return "stopped" }
-func (*stoppedCleanly) silent()       {}
 
 // isSilent: the error ends the command with its code and no message.
-func isSilent(err error) bool {
-	var s interface{ silent() }
-	return errors.As(err, &s)
-}
+func isSilent(err error) bool { return is[*pendingError](err) || is[*stoppedCleanly](err) }

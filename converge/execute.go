@@ -103,8 +103,10 @@ func (e *FailedError) Error() string {
 // among them decides the exit code.
 func (e *FailedError) Unwrap() []error { return e.errs }
 
-// Apply compares and executes: the whole of apply with no prompt and no
-// output, for programs (simulate --live) and tests.
+// Apply compares and executes: the whole of apply with no lock, no prompt
+// and no output. Only tests (converge's, health's) and benchmarks use it;
+// lanes apply calls Compare and Execute itself, with the lock and the
+// confirmation between them.
 func Apply(ctx context.Context, conn *connect.Conn, p *planner.Plan, o Options) (*Diff, *Result, error) {
 	d, err := Compare(ctx, conn, p, o)
 	if err != nil {

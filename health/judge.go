@@ -87,7 +87,6 @@ type placementResult struct {
 	unpartitionedSubjects, misplacedN  int    // subjects
 	unpartitionedSample, misplacedList []string
 	unchecked, limit                   int               // subjects, when there were too many to check
-	failed                             string            // why the subject list could not be read
 	unmatched                          map[string]uint64 // unpartitioned subjects -> messages (retired generations are told apart in findings.go)
 }
 

@@ -4,7 +4,7 @@
 // the API's answers (Error, with IsStreamNotFound and friends), and one
 // consumer lister that keeps what a cluster could not report.
 //
-// converge, health, work and simulate's live run use it; the jetstream
+// converge, health and work use it (simulate's live run is to); the jetstream
 // client package remains for what it does well (KV buckets, publishing,
 // pulling), and its API errors are read through As.
 package jsapi
