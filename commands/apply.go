@@ -273,10 +273,13 @@ type applyView interface {
 }
 
 func newApplyView(o ApplyOptions, server string) applyView {
-	if o.Output == "table" {
-		return &tableView{out: o.IO.Out, server: server}
+	switch o.Output {
+	case "json":
+		return &docView{o: o, server: server, encode: render.JSON}
+	case "yaml": // plan --server
+		return &docView{o: o, server: server, encode: render.YAML}
 	}
-	return &docView{o: o, server: server}
+	return &tableView{out: o.IO.Out, server: server}
 }
 
 type tableView struct {
@@ -305,6 +308,7 @@ func (v *tableView) done(o *applyOutcome) error {
 type docView struct {
 	o      ApplyOptions
 	server string
+	encode func(w io.Writer, v any) error
 }
 
 func (v *docView) diff(*converge.Diff) error { return nil }
@@ -325,10 +329,7 @@ func (v *docView) done(o *applyOutcome) error {
 		doc.Error = o.err.Error()
 	}
 	doc.Status, doc.Refused, doc.Reasons = outcomeStatus(v.o, o)
-	if v.o.Output == "yaml" {
-		return render.YAML(v.o.IO.Out, doc)
-	}
-	return render.JSON(v.o.IO.Out, doc)
+	return v.encode(v.o.IO.Out, doc)
 }
 
 // outcomeStatus sums up an apply in one word, and says why it refused or
