@@ -32,26 +32,15 @@ type build struct {
 func snapshot(t *testing.T, p *planner.Plan) *build {
 	t.Helper()
 	var sc jetstream.StreamConfig
-	convert(t, p.Stream, &sc)
+	natstest.Convert(t, p.Stream, &sc)
 	b := &build{t: t, p: p, s: &health.Snapshot{Stream: p.Stream.Name, Consumers: jsapi.Empty(),
 		Info: &jetstream.StreamInfo{Config: sc}, Heads: map[string]jsapi.Msg{}, Time: at, Requests: 2}}
 	for _, c := range p.Consumers {
 		var cc jetstream.ConsumerConfig
-		convert(t, c, &cc)
+		natstest.Convert(t, c, &cc)
 		b.add(cc)
 	}
 	return b
-}
-
-func convert(t *testing.T, from, to any) {
-	t.Helper()
-	data, err := json.Marshal(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, to); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // add puts a consumer on the stream.
@@ -601,7 +590,7 @@ func TestJudgeGenerations(t *testing.T) {
 	b := snapshot(t, old)
 	for _, c := range next.Consumers {
 		var cc jetstream.ConsumerConfig
-		convert(t, c, &cc)
+		natstest.Convert(t, c, &cc)
 		cc.Metadata[health.MetaHeld] = "repartition"
 		b.add(cc).Paused = true
 	}
