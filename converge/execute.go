@@ -104,9 +104,9 @@ func (e *FailedError) Error() string {
 func (e *FailedError) Unwrap() []error { return e.errs }
 
 // Apply compares and executes: the whole of apply with no lock, no prompt
-// and no output. Only tests (converge's, health's) and benchmarks use it;
-// lanes apply calls Compare and Execute itself, with the lock and the
-// confirmation between them.
+// and no output, for Go programs (docs/apply.md, "From Go") and tests.
+// lanes apply calls Compare and Execute itself, with the lock before and
+// the confirmation between them; simulate --live does not use it.
 func Apply(ctx context.Context, conn *connect.Conn, p *planner.Plan, o Options) (*Diff, *Result, error) {
 	d, err := Compare(ctx, conn, p, o)
 	if err != nil {
