@@ -130,7 +130,7 @@ func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) 
 		res.WriteRequests = x.a.Writes()
 		res.Elapsed = time.Since(start)
 	}()
-	ctx, cancel := conn.Guard(ctx)
+	ctx, cancel := x.a.Guard(ctx)
 	defer cancel()
 	steps := []struct {
 		run  func(context.Context) error

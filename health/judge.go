@@ -41,14 +41,29 @@ func Judge(s *Snapshot, o Options) *Report {
 	return r
 }
 
-// survey is the judge's view of which consumers are lanes and which
-// layouts the stream has, findings aside: Read uses it to know which head
-// messages and whether the subject list are worth reading.
-func survey(s *Snapshot, o Options) ([]Lane, []*layout) {
-	j := &judge{report: &Report{Stream: s.Stream}}
+// headLookup is a lane whose head message is worth reading: the first
+// message from its ack floor + 1 on its filter.
+type headLookup struct {
+	lane, filter string
+	from         uint64
+}
+
+// survey is the judge's view of which consumers are lanes with a backlog
+// and which layouts the stream has, findings aside: Read uses it to know
+// which head messages and whether the subject list are worth reading.
+func survey(s *Snapshot, o Options) ([]headLookup, []*layout) {
+	j := &judge{report: &Report{Stream: s.Stream}, mismatched: map[string]int{}}
 	layouts := j.layouts(s.Info, o.Plan, s.Consumers)
-	j.recognise(s.Consumers, layouts)
-	return j.report.Lanes, layouts
+	var heads []headLookup
+	for _, ci := range s.Consumers.Consumers {
+		if ci.Name == "" {
+			continue
+		}
+		if l, _, ok := j.laneOf(ci, layouts); ok && l.Backlog > 0 && l.Filter != "" {
+			heads = append(heads, headLookup{lane: l.Name, filter: l.Filter, from: l.AckFloorSeq + 1})
+		}
+	}
+	return heads, layouts
 }
 
 // placementOf checks where the snapshot's subjects are stored, when the

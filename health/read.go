@@ -104,6 +104,8 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	rd := &reader{c: c, api: jsapi.New(c), o: o}
+	ctx, release := rd.api.Guard(ctx) // one permission guard for every request
+	defer release()
 	s := &Snapshot{Stream: o.Stream}
 	var err error
 	if s.Info, err = rd.streamInfo(ctx); err != nil {
@@ -114,12 +116,12 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	}
 	// What to look at next depends on which consumers are lanes and which
 	// layouts the stream has: the judge's own (pure) view of them.
-	lanes, layouts := survey(s, o)
+	heads, layouts := survey(s, o)
 	// The head lookups and the subject list are independent: overlap them.
 	var g errgroup.Group
 	if !o.SkipHeads {
 		g.Go(func() error {
-			s.Heads, s.HeadsFailed = rd.heads(ctx, s.Info, lanes)
+			s.Heads, s.HeadsFailed = rd.heads(ctx, s.Info, heads)
 			return nil
 		})
 	}
@@ -215,7 +217,7 @@ func (rd *reader) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error)
 // share one deadline, so 1,024 backlogged lanes cost one request timeout at
 // worst. It returns the messages found, by lane, and how many lookups did
 // not finish in time.
-func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes []Lane) (map[string]jsapi.Msg, int) {
+func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes []headLookup) (map[string]jsapi.Msg, int) {
 	ctx, cancel := rd.c.Ctx(ctx)
 	defer cancel()
 	n := rd.o.Concurrency
@@ -227,11 +229,8 @@ func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes [
 	g.SetLimit(n)
 	var failed atomic.Int64
 	for i, l := range lanes {
-		if !needsHead(l) {
-			continue
-		}
 		g.Go(func() error {
-			m, err := rd.api.NextMsg(ctx, rd.o.Stream, l.AckFloorSeq+1, l.Filter, info.Config.AllowDirect)
+			m, err := rd.api.NextMsg(ctx, rd.o.Stream, l.from, l.filter, info.Config.AllowDirect)
 			switch {
 			case err == nil:
 				found[i] = m
@@ -242,14 +241,11 @@ func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes [
 		})
 	}
 	g.Wait()
-	heads := map[string]jsapi.Msg{}
+	heads := make(map[string]jsapi.Msg, len(lanes))
 	for i, m := range found {
 		if m != nil {
-			heads[lanes[i].Name] = *m
+			heads[lanes[i].lane] = *m
 		}
 	}
 	return heads, int(failed.Load())
 }
-
-// needsHead: a lane whose head message is worth a lookup.
-func needsHead(l Lane) bool { return l.State == StateOK && l.Backlog > 0 && l.Filter != "" }
