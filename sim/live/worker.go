@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/internal/clock"
 	"github.com/lanes-dev/lanes/sim/record"
 )
 
@@ -26,7 +27,7 @@ type worker struct {
 	conn  *connect.Conn
 	ready chan<- struct{} // signalled once, when the first life can pull
 	held  *heldMsg        // test-only fault, see Options.hold
-	clock *clock          // the work timer, see sleep
+	clock *clock.Clock    // the work timer, see sleep
 }
 
 type heldMsg struct{ msg, attempt int }
@@ -44,7 +45,7 @@ const (
 func (wk *worker) run(ctx context.Context) error {
 	defer func() {
 		if wk.clock != nil {
-			wk.clock.close()
+			wk.clock.Close()
 		}
 	}()
 	for {
@@ -215,7 +216,7 @@ func (wk *worker) work(ctx context.Context, m jetstream.Msg, d time.Duration) bo
 func (wk *worker) sleep(ctx context.Context, d time.Duration) bool {
 	const slice = 20 * time.Millisecond
 	if wk.clock == nil {
-		wk.clock = newClock()
+		wk.clock = clock.New()
 	}
 	end := time.Now().Add(d)
 	for {
@@ -226,6 +227,6 @@ func (wk *worker) sleep(ctx context.Context, d time.Duration) bool {
 		if left <= 0 {
 			return true
 		}
-		wk.clock.sleep(min(left, slice))
+		wk.clock.Sleep(min(left, slice))
 	}
 }
