@@ -19,6 +19,7 @@ import (
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -27,7 +28,7 @@ var simulateFormats = []string{"table", "json"}
 // The seed story: what lanes simulate runs with no arguments.
 var (
 	seedKeys       = []string{"alice", "bob", "carol"}
-	seedStrategies = []string{model.Single, model.Lanes}
+	seedStrategies = []strategy.Strategy{strategy.Single, strategy.Lanes}
 )
 
 const (
@@ -47,7 +48,7 @@ type SimulateOptions struct {
 	// SeedStory: no design and no keys were given: the seed design, its
 	// keys (alice, bob, carol) and single versus lanes.
 	SeedStory  bool
-	Strategies []string
+	Strategies []strategy.Strategy
 	// Keys is uniform:K, zipf:K:S or file:PATH; empty means the default
 	// (the seed's keys, or uniform:100), unless FromStream is set.
 	Keys       string
@@ -72,7 +73,7 @@ type SimulateOptions struct {
 
 func simulateCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
-		&cli.StringFlag{Name: "strategy", Usage: "strategies to compare, a `LIST` of single, lanes, unordered, versioned (default: all four; single,lanes for the seed story)", Category: catStrategy},
+		&cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy},
 		&cli.IntFlag{Name: "workers", Value: 1, Usage: "workers per lane `N`; every strategy gets partitions x N workers", Category: catStrategy},
 		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered", Category: catStrategy},
 		&cli.StringFlag{Name: "keys", Usage: "key distribution `SPEC`: uniform:K, zipf:K:S, or file:PATH (one subject or bare key per line, optional count)", Category: catWorkload},
@@ -100,11 +101,7 @@ func simulateCommand(io *IO) *cli.Command {
 		Description: `Run the same workload through several ways of consuming it and compare
 throughput, latency, per-key order, duplicates and final state:
 
-   single     one shared consumer, MaxAckPending=1 (serial: order, no speed)
-   lanes      the design: one serial lane per partition
-   unordered  one shared consumer, MaxAckPending = all workers (fast, unordered)
-   versioned  unordered into a version-checked store (final state right)
-
+` + strategyList() + `
 Every strategy gets the same workers: partitions x --workers. The model is a
 deterministic discrete-event simulation of JetStream pull consumers (ack
 wait, late acks, redelivery, max deliver, in-progress acks, backoff, pinned
@@ -269,24 +266,39 @@ func (o *SimulateOptions) parseSweep(s string) error {
 	return nil
 }
 
-func parseStrategies(s string, seed bool) ([]string, error) {
+// strategyUsage and strategyList describe the registry's strategies.
+func strategyUsage() string {
+	return fmt.Sprintf("strategies to compare, a `LIST` of %s (default: %s; single,lanes for the seed story)",
+		strings.Join(strategy.Names(), ", "), strings.Join(strategy.NamesOf(strategy.Defaults()), ","))
+}
+
+func strategyList() string {
+	var b strings.Builder
+	width := 0
+	for _, s := range strategy.All {
+		width = max(width, len(s.Name))
+	}
+	for _, s := range strategy.All {
+		fmt.Fprintf(&b, "   %-*s  %s\n", width, s.Name, s.Summary)
+	}
+	return b.String()
+}
+
+func parseStrategies(s string, seed bool) ([]strategy.Strategy, error) {
 	if s == "" {
 		if seed {
 			return seedStrategies, nil
 		}
-		return model.Strategies, nil
+		return strategy.Defaults(), nil
 	}
-	var out []string
+	var out []strategy.Strategy
 	for _, name := range splitList(s) {
-		name = strings.ToLower(name)
-		if name == "kv-lease" {
-			return nil, usageErrorf("--strategy %q: kv-lease is not built yet; choose from %s", s, strings.Join(model.Strategies, ", "))
+		st, ok := strategy.Lookup(name)
+		if !ok {
+			return nil, usageErrorf("--strategy %q: unknown strategy %q; choose from %s", s, strings.ToLower(name), strings.Join(strategy.Names(), ", "))
 		}
-		if !slices.Contains(model.Strategies, name) {
-			return nil, usageErrorf("--strategy %q: unknown strategy %q; choose from %s", s, name, strings.Join(model.Strategies, ", "))
-		}
-		if !slices.Contains(out, name) {
-			out = append(out, name)
+		if !slices.ContainsFunc(out, func(o strategy.Strategy) bool { return o.Name == st.Name }) {
+			out = append(out, st)
 		}
 	}
 	if len(out) == 0 {
@@ -367,14 +379,14 @@ func modelResults(ctx context.Context, o SimulateOptions, w *workload.Workload) 
 	return out, nil
 }
 
-func modelConfig(o SimulateOptions, strategy string, partitions int, keyPartition []int) model.Config {
+func modelConfig(o SimulateOptions, st strategy.Strategy, partitions int, keyPartition []int) model.Config {
 	l := o.Plan.Design.Lane
 	lane := model.Lane{AckWait: l.AckWait.D(), MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending,
 		Pinned: l.Pinned, PinnedTTL: l.PinnedTTL.D()}
 	for _, b := range l.BackOff {
 		lane.BackOff = append(lane.BackOff, b.D())
 	}
-	return model.Config{Strategy: strategy, Partitions: partitions, WorkersPerLane: o.Workers,
+	return model.Config{Strategy: st, Partitions: partitions, WorkersPerLane: o.Workers,
 		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress}
 }
 
@@ -405,7 +417,7 @@ func simLaneNames(p *planner.Plan) []string {
 func runSweep(ctx context.Context, o SimulateOptions, spec workload.Spec, info render.WorkloadInfo) error {
 	sc := model.SweepConfig{
 		From: o.SweepFrom, To: o.SweepTo, Target: o.Target, Headroom: model.DefaultHeadroom,
-		Base: modelConfig(o, model.Lanes, o.Plan.Design.Partitions, nil),
+		Base: modelConfig(o, strategy.Lanes, o.Plan.Design.Partitions, nil),
 		KeyPartition: func(n int) ([]int, error) {
 			d := o.Plan.Design
 			d.Partitions = n

@@ -16,6 +16,7 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 func simMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -245,7 +246,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		req.Progress("lanes", 1, 2)
 		var out []record.Result
 		for _, s := range req.Strategies {
-			out = append(out, record.Result{Strategy: s, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
+			out = append(out, record.Result{Strategy: s.Name, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
 		}
 		return out, nil
 	}
@@ -254,7 +255,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	if got.ServerGiven || got.WorkersPerLane != 2 || !got.InProgress || !got.Keep || got.Plan.Design.Partitions != 8 ||
-		strings.Join(got.Strategies, ",") != "single,lanes" || got.Plan.Design.Lane.AckWait.D() != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 {
+		strings.Join(strategy.NamesOf(got.Strategies), ",") != "single,lanes" || got.Plan.Design.Lane.AckWait.D() != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 {
 		t.Fatalf("live request %+v", got)
 	}
 	doc := simJSON(t, "--live")

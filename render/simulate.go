@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // Simulation is what lanes simulate reports: the setting, and one result
@@ -68,7 +69,7 @@ func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
 		}
 	}
 	for _, r := range sim.Results {
-		if r.Strategy == model.Lanes && len(r.Lanes) > 0 {
+		if perPartition(r.Strategy) && len(r.Lanes) > 0 {
 			fmt.Fprintln(w)
 			if err := laneLoadTable(w, s, r.Result, sim.LaneNames); err != nil {
 				return err
@@ -231,7 +232,7 @@ func SimulationVerdicts(results []StrategyResult) []string {
 	}
 	base := results[0].Result
 	for _, r := range results {
-		if r.Strategy == model.Single {
+		if st, ok := strategy.Lookup(r.Strategy); ok && st.Baseline {
 			base = r.Result
 		}
 	}
@@ -250,22 +251,18 @@ func SimulationVerdicts(results []StrategyResult) []string {
 			}
 		}
 		parts = append(parts, simCorrectness(r.Result)...)
-		if used := simLanesUsed(r.Result); r.Strategy == model.Lanes && used < len(r.Lanes) {
-			parts = append(parts, fmt.Sprintf("only %d of %d lanes carry keys (a key never spreads over lanes)", used, len(r.Lanes)))
+		if st, ok := strategy.Lookup(r.Strategy); ok && st.Notes != nil {
+			parts = append(parts, st.Notes(r.Result)...)
 		}
 		out = append(out, r.Strategy+": "+strings.Join(parts, "; "))
 	}
 	return out
 }
 
-func simLanesUsed(r record.Result) int {
-	n := 0
-	for _, l := range r.Lanes {
-		if l.Messages > 0 {
-			n++
-		}
-	}
-	return n
+// perPartition: the strategy has a lane per partition (a per-lane table).
+func perPartition(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Consumers == strategy.PerPartition
 }
 
 func simCorrectness(r record.Result) []string {
@@ -298,7 +295,7 @@ func simFinalState(r record.Result) string {
 }
 
 func simHottestLane(r record.Result, names []string) string {
-	if r.Strategy != model.Lanes {
+	if !perPartition(r.Strategy) {
 		return "(one shared consumer)"
 	}
 	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), simPct(r.HottestLaneShare))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // BenchmarkLiveScaling measures what lanes buy on a real server: with 1ms of
@@ -35,7 +36,7 @@ func BenchmarkLiveScaling(b *testing.B) {
 func scalingRun(b *testing.B, s *natstest.Server, storage string, lanes, perLane int) float64 {
 	p := newPlan(b, lanes, func(d *planner.Design) { d.Stream.Storage = storage })
 	w := newWorkload(b, p, spec{keys: "uniform:1024", messages: lanes * perLane, process: time.Millisecond})
-	r := run(b, given(s, p, w, Lanes))[0]
+	r := run(b, given(s, p, w, strategy.Lanes))[0]
 	if r.Completed != r.Messages || r.OrderViolations != 0 {
 		b.Fatalf("%d lanes: completed %d of %d, %d order violations", lanes, r.Completed, r.Messages, r.OrderViolations)
 	}

@@ -17,15 +17,8 @@ import (
 	"github.com/lanes-dev/lanes/embedded"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
-)
-
-// Strategies, the same names the model uses.
-const (
-	Single    = "single"    // one shared consumer, max ack pending 1
-	Lanes     = "lanes"     // the design: one serial lane per partition
-	Unordered = "unordered" // one shared consumer, max ack pending = all workers
-	Versioned = "versioned" // like unordered, into a version-checked store
 )
 
 // Options describe one live run.
@@ -39,7 +32,7 @@ type Options struct {
 
 	Plan       *planner.Plan
 	Workload   *workload.Workload
-	Strategies []string // run one after another, in this order
+	Strategies []strategy.Strategy // run one after another, in this order
 
 	// WorkersPerLane is the number of workers on each lane (default 1).
 	// Every strategy gets the same total: partitions x WorkersPerLane.
@@ -152,10 +145,8 @@ func (o *Options) check() error {
 		o.WorkersPerLane = 1
 	}
 	for _, s := range o.Strategies {
-		switch s {
-		case Single, Lanes, Unordered, Versioned:
-		default:
-			return fmt.Errorf("strategy %q cannot run live (live strategies: single, lanes, unordered, versioned)", s)
+		if s.Live != strategy.Pull {
+			return fmt.Errorf("strategy %q cannot run live: its mechanics %q are not built here", s.Name, s.Live)
 		}
 	}
 	return nil

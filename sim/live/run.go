@@ -11,6 +11,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -18,7 +19,7 @@ import (
 // publisher, the workers and the supervisor.
 type strategyRun struct {
 	o        *Options
-	strategy string
+	strategy strategy.Strategy
 	c        *connect.Conn   // control: setup, publishing, settle checks
 	workerCO connect.Options // how workers connect
 	conns    []*connect.Conn // the workers' connections, shared beyond MaxLiveConnections
@@ -39,13 +40,13 @@ type strategyRun struct {
 // runStrategy sets up a sandbox, runs the strategy to the end (or until ctx
 // is cancelled) and removes the sandbox unless Keep. It returns a result
 // whenever the workers ran, even with an error.
-func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id, strategy string, created *[]*sandbox) (res *record.Result, err error) {
-	box, err := newSandbox(o.Plan, id, strategy, o.AckWait, !o.ServerGiven)
+func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id string, st strategy.Strategy, created *[]*sandbox) (res *record.Result, err error) {
+	box, err := newSandbox(o.Plan, id, st.Name, o.AckWait, !o.ServerGiven)
 	if err != nil {
 		return nil, err
 	}
-	defs, lanes := box.consumers(strategy, o.WorkersPerLane)
-	r := &strategyRun{o: &o, strategy: strategy, c: c, workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
+	defs, lanes := box.consumers(st, o.params())
+	r := &strategyRun{o: &o, strategy: st, c: c, workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
 		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
 		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff)}
 	if r.rec, err = r.recorder(); err != nil {
@@ -61,7 +62,7 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 		if res != nil && o.BeforeCleanup != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
-			o.BeforeCleanup(cctx, c, strategy, box.stream)
+			o.BeforeCleanup(cctx, c, st.Name, box.stream)
 		}
 	}()
 	if err := box.create(ctx, c, defs); err != nil {
@@ -76,13 +77,10 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 	return &result, err
 }
 
-// recorder judges the run. Lanes are the design's partitions; shared
-// strategies are one lane (one consumer) with every worker on it.
+// recorder judges the run, with the strategy's own recorder: its lanes are
+// the strategy's consumers, as in the model.
 func (r *strategyRun) recorder() (*record.Recorder, error) {
 	o, w := r.o, r.w
-	if r.strategy != Lanes {
-		return record.New(w, r.strategy, 1, len(o.Plan.Consumers)*o.WorkersPerLane, func(int) int { return 0 }, r.strategy == Versioned), nil
-	}
 	keyLane := make([]int, len(w.Spec.Keys.Subjects))
 	for k, subj := range w.Spec.Keys.Subjects {
 		l, ok := o.Plan.LaneOf(subj)
@@ -91,8 +89,14 @@ func (r *strategyRun) recorder() (*record.Recorder, error) {
 		}
 		keyLane[k] = l.Partition
 	}
-	laneOf := func(msg int) int { return keyLane[w.Messages[msg].Key] }
-	return record.New(w, Lanes, len(o.Plan.Consumers), o.WorkersPerLane, laneOf, false), nil
+	return r.strategy.Recorder(w, o.params(), keyLane), nil
+}
+
+// params are the strategy parameters of the run: the design's.
+func (o *Options) params() strategy.Params {
+	d := o.Plan.Design
+	return strategy.Params{Partitions: len(o.Plan.Consumers), WorkersPerLane: o.WorkersPerLane,
+		MaxAckPending: d.Lane.MaxAckPending, Pinned: d.Lane.Pinned}
 }
 
 // shortestAckWait is the shortest time the server waits for an ack: with
@@ -298,7 +302,7 @@ func (r *strategyRun) settled(ctx context.Context) (bool, error) {
 
 func (r *strategyRun) report() {
 	if r.o.Progress != nil {
-		r.o.Progress(r.strategy, int(r.completed.Load()), len(r.done))
+		r.o.Progress(r.strategy.Name, int(r.completed.Load()), len(r.done))
 	}
 }
 

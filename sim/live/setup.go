@@ -16,6 +16,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // subjectRoot is the first token of every subject a live run uses.
@@ -77,38 +78,36 @@ func newSandbox(p *planner.Plan, id, strategy string, ackWait time.Duration, sin
 }
 
 // consumers are the definitions a strategy runs on, and the lanes that pull
-// from them. Shared strategies use lane 0's definition without its filter,
-// lane tags or priority group.
-func (s *sandbox) consumers(strategy string, workersPerLane int) ([]planner.ConsumerConfig, []lane) {
-	partitions := len(s.plan.Consumers)
-	total := partitions * workersPerLane
-	if strategy == Lanes {
+// from them, as the strategy's shape says: the plan's lanes, or one shared
+// consumer made from lane 0's definition without its filter, lane tags or
+// priority group.
+func (s *sandbox) consumers(st strategy.Strategy, p strategy.Params) ([]planner.ConsumerConfig, []lane) {
+	sh := st.Shape(p)
+	if sh.ByPartition {
 		var defs []planner.ConsumerConfig
 		var lanes []lane
 		for i, c := range s.plan.Consumers {
 			// Every worker's pull must be able to wait on the lane.
-			c.MaxWaiting = max(c.MaxWaiting, workersPerLane)
+			c.MaxWaiting = max(c.MaxWaiting, sh.WorkersEach)
+			c.MaxAckPending = sh.MaxAckPending
 			group := ""
-			if len(c.PriorityGroups) > 0 {
+			if sh.Pinned && len(c.PriorityGroups) > 0 {
 				group = c.PriorityGroups[0]
 			}
 			defs = append(defs, c)
-			lanes = append(lanes, lane{index: i, name: c.Durable, workers: workersPerLane, group: group})
+			lanes = append(lanes, lane{index: i, name: c.Durable, workers: sh.WorkersEach, group: group})
 		}
 		return defs, lanes
 	}
 	c := s.plan.Consumers[0]
-	c.Durable = s.plan.Design.Name + "-" + strategy
-	c.Description = fmt.Sprintf("lanes simulate: %s strategy, one consumer shared by %d workers", strategy, total)
+	c.Durable = s.plan.Design.Name + "-" + st.Name
+	c.Description = fmt.Sprintf("lanes simulate: %s strategy, one consumer shared by %d workers", st.Name, sh.WorkersEach)
 	c.FilterSubject = ""
-	c.MaxAckPending = total
-	if strategy == Single {
-		c.MaxAckPending = 1
-	}
-	c.MaxWaiting = max(c.MaxWaiting, total)
-	c.Metadata = map[string]string{"lanes.simulate": strategy}
+	c.MaxAckPending = sh.MaxAckPending
+	c.MaxWaiting = max(c.MaxWaiting, sh.WorkersEach)
+	c.Metadata = map[string]string{"lanes.simulate": st.Name}
 	c.PriorityGroups, c.PriorityPolicy, c.PriorityTimeout = nil, "", 0
-	return []planner.ConsumerConfig{c}, []lane{{index: 0, name: c.Durable, workers: total}}
+	return []planner.ConsumerConfig{c}, []lane{{index: 0, name: c.Durable, workers: sh.WorkersEach}}
 }
 
 // create makes the stream and its consumers from the plan's definitions.

@@ -12,46 +12,38 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
-
-// Strategies: how the same workers are organised into consumers.
-const (
-	// Single is one durable pull consumer over all messages, MaxAckPending=1,
-	// shared by every worker: the seed's serial starting point.
-	Single = "single"
-	// Lanes is one consumer per partition with the design's MaxAckPending.
-	Lanes = "lanes"
-	// Unordered is one shared consumer with MaxAckPending = total workers.
-	Unordered = "unordered"
-	// Versioned is Unordered into a store that drops stale versions.
-	Versioned = "versioned"
-)
-
-// Strategies lists the strategies the model can run, in display order.
-var Strategies = []string{Single, Lanes, Unordered, Versioned}
 
 // Lane holds the consumer settings every strategy's consumers use.
 type Lane struct {
 	AckWait       time.Duration
 	BackOff       []time.Duration // when set, delivery d waits BackOff[min(d-1, len-1)]
 	MaxDeliver    int             // -1: unlimited
-	MaxAckPending int             // for the lanes strategy (others are fixed by the strategy)
-	Pinned        bool            // lanes only: one pinned worker receives
+	MaxAckPending int             // the design's (strategies with a lane per partition use it)
+	Pinned        bool            // the design's lanes are pinned: one pinned worker receives
 	PinnedTTL     time.Duration   // the pin moves this long after the pinned worker stops pulling
 }
 
 // Config is one model run. Every strategy gets the same total workers,
 // Partitions x WorkersPerLane, so comparisons are fair.
 type Config struct {
-	Strategy       string
+	Strategy       strategy.Strategy
 	Partitions     int
 	WorkersPerLane int
-	// KeyPartition is the partition of each workload key (lanes strategy).
+	// KeyPartition is the partition of each workload key (strategies with
+	// a lane per partition).
 	KeyPartition []int
 	Lane         Lane
 	// InProgress: workers send an in-progress ack every AckWait/3 while working.
 	InProgress bool
+}
+
+// Params are the strategy parameters of this run.
+func (c Config) Params() strategy.Params {
+	return strategy.Params{Partitions: c.Partitions, WorkersPerLane: c.WorkersPerLane,
+		MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
 }
 
 func (c Config) validate(w *workload.Workload) error {
@@ -67,13 +59,14 @@ func (c Config) validate(w *workload.Workload) error {
 	case c.Lane.Pinned && c.Lane.PinnedTTL <= 0:
 		return fmt.Errorf("model: a pinned lane needs a positive pinned TTL")
 	}
-	switch c.Strategy {
-	case Single, Unordered, Versioned:
-		return nil
-	case Lanes:
-		if c.Lane.MaxAckPending < 1 {
-			return fmt.Errorf("model: max ack pending must be at least 1")
-		}
+	if c.Strategy.Model != strategy.Pull {
+		return fmt.Errorf("model: strategy %q has mechanics %q the model does not know", c.Strategy.Name, c.Strategy.Model)
+	}
+	sh := c.Strategy.Shape(c.Params())
+	if sh.MaxAckPending < 1 {
+		return fmt.Errorf("model: max ack pending must be at least 1")
+	}
+	if sh.ByPartition {
 		if len(c.KeyPartition) != len(w.Spec.Keys.Names) {
 			return fmt.Errorf("model: %d key partitions for %d keys", len(c.KeyPartition), len(w.Spec.Keys.Names))
 		}
@@ -82,9 +75,8 @@ func (c Config) validate(w *workload.Workload) error {
 				return fmt.Errorf("model: key %q in partition %d of %d", w.Spec.Keys.Names[k], p, c.Partitions)
 			}
 		}
-		return nil
 	}
-	return fmt.Errorf("model: unknown strategy %q (choose %v)", c.Strategy, Strategies)
+	return nil
 }
 
 // Run simulates the workload under one strategy until every message is
@@ -146,50 +138,19 @@ type sim struct {
 	workers   []worker
 	msgs      []msgState
 	pinning   bool
-}
-
-// Shape is how a strategy organises its workers into consumers. The live
-// run uses the same shape, so model and live compare like with like.
-type Shape struct {
-	Consumers     int  // one shared consumer, or one lane per partition
-	WorkersEach   int  // workers pulling from each consumer
-	MaxAckPending int  // per consumer
-	Pinned        bool // only the pinned worker of a consumer receives
-	Versioned     bool // the store drops stale versions
-}
-
-// Shape is the strategy's consumer layout for this configuration.
-func (c Config) Shape() Shape {
-	total := c.Partitions * c.WorkersPerLane
-	switch c.Strategy {
-	case Lanes:
-		return Shape{Consumers: c.Partitions, WorkersEach: c.WorkersPerLane, MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
-	case Single:
-		return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: 1}
-	}
-	return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: total, Versioned: c.Strategy == Versioned}
-}
-
-// NewRecorder makes the recorder a strategy's run reports to: lanes are
-// the consumers (one shared consumer is lane 0), as the model does it.
-func NewRecorder(w *workload.Workload, c Config) *record.Recorder {
-	sh := c.Shape()
-	laneOf := func(int) int { return 0 }
-	if c.Strategy == Lanes {
-		parts := c.KeyPartition
-		laneOf = func(i int) int { return parts[w.Messages[i].Key] }
-	}
-	return record.New(w, c.Strategy, sh.Consumers, sh.WorkersEach, laneOf, sh.Versioned)
+	// byPartition: messages go to their key's partition's consumer.
+	byPartition bool
 }
 
 func newSim(w *workload.Workload, cfg Config) *sim {
-	sh := cfg.Shape()
-	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages)), rec: NewRecorder(w, cfg), pinning: sh.Pinned}
+	sh := cfg.Strategy.Shape(cfg.Params())
+	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages)), rec: cfg.Strategy.Recorder(w, cfg.Params(), cfg.KeyPartition),
+		pinning: sh.Pinned, byPartition: sh.ByPartition}
 	s.consumers = make([]consumer, sh.Consumers)
 	for i := range s.consumers {
 		s.consumers[i] = consumer{lane: i, maxAckPending: sh.MaxAckPending, pinned: -1}
 	}
-	if sh.Consumers == 1 {
+	if !sh.ByPartition {
 		all := make([]int32, len(w.Messages))
 		for i := range all {
 			all[i] = int32(i)
@@ -431,7 +392,7 @@ func (s *sim) onExpire(m, d int32) {
 }
 
 func (s *sim) consumerOf(m int32) *consumer {
-	if s.cfg.Strategy == Lanes {
+	if s.byPartition {
 		return &s.consumers[s.cfg.KeyPartition[s.w.Messages[m].Key]]
 	}
 	return &s.consumers[0]

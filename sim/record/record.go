@@ -24,6 +24,18 @@ const (
 	Crashed
 )
 
+// Store is how the store the workers write their side effects to checks
+// a write.
+type Store int
+
+const (
+	// Plain applies every write: the last one wins.
+	Plain Store = iota
+	// Versioned drops a write older (by message version) than what the
+	// store holds for its key, and counts it.
+	Versioned
+)
+
 // Exec identifies one execution (one delivery handled by one worker).
 type Exec int
 
@@ -36,13 +48,13 @@ type execState struct {
 
 // Recorder is safe for concurrent use (live workers report from goroutines).
 type Recorder struct {
-	mu        sync.Mutex
-	w         *workload.Workload
-	strategy  string
-	versioned bool
-	lanes     int
-	workers   int
-	laneOf    func(msg int) int
+	mu       sync.Mutex
+	w        *workload.Workload
+	strategy string
+	store    Store
+	lanes    int
+	workers  int
+	laneOf   func(msg int) int
 
 	execs      []execState
 	doneAt     []time.Duration // per message, first Done; -1 while not done
@@ -61,11 +73,11 @@ type Recorder struct {
 }
 
 // New makes a recorder for one strategy run. laneOf maps a message index to
-// the lane (consumer) that delivers it; versioned stores drop stale updates.
-func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneOf func(msg int) int, versioned bool) *Recorder {
+// the lane (consumer) that delivers it; store says how writes are checked.
+func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneOf func(msg int) int, store Store) *Recorder {
 	keys := len(w.Spec.Keys.Names)
 	r := &Recorder{
-		w: w, strategy: strategy, versioned: versioned, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
+		w: w, strategy: strategy, store: store, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
 		doneAt:   make([]time.Duration, len(w.Messages)),
 		started:  make([]bool, len(w.Messages)),
 		execs:    make([]execState, 0, len(w.Messages)), // about one execution per message: no regrowth
@@ -140,11 +152,11 @@ func (r *Recorder) End(e Exec, at time.Duration, o Outcome) {
 	} else {
 		r.doneAt[msg] = at
 	}
-	if r.versioned && r.applied[k] > int32(msg) {
+	if r.store == Versioned && r.applied[k] > int32(msg) {
 		r.stale++ // a version check drops an older update
 		return
 	}
-	if r.versioned && r.applied[k] == int32(msg) {
+	if r.store == Versioned && r.applied[k] == int32(msg) {
 		return // the same version again: idempotent
 	}
 	r.applied[k] = int32(msg)

@@ -36,7 +36,7 @@ func byKey(w *workload.Workload, key int) []int {
 
 func TestSerialRunHasNoViolations(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "single", 1, 1, oneLane, false)
+	r := record.New(w, "single", 1, 1, oneLane, record.Plain)
 	at := time.Duration(0)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, at)
@@ -60,7 +60,7 @@ func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
 	if len(a) < 2 {
 		t.Skip("seed gave fewer than two messages for key a")
 	}
-	r := record.New(w, "unordered", 1, 2, oneLane, false)
+	r := record.New(w, "unordered", 1, 2, oneLane, record.Plain)
 	for i := range w.Messages {
 		if i == a[0] || i == a[1] {
 			continue
@@ -84,7 +84,7 @@ func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
 
 func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "versioned", 1, 2, oneLane, true)
+	r := record.New(w, "versioned", 1, 2, oneLane, record.Versioned)
 	// run everything in reverse publish order: every older update is stale
 	for i := len(w.Messages) - 1; i >= 0; i-- {
 		e := r.Begin(i, 0, 0)
@@ -98,7 +98,7 @@ func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
 
 func TestDuplicatesAndCrashes(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "lanes", 1, 1, oneLane, false)
+	r := record.New(w, "lanes", 1, 1, oneLane, record.Plain)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, 0)
 		r.End(e, 0, record.Crashed)
@@ -123,7 +123,7 @@ func TestPeakBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := record.New(w, "single", 1, 1, oneLane, false)
+	r := record.New(w, "single", 1, 1, oneLane, record.Plain)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, time.Duration(i)*time.Millisecond)
 		r.End(e, time.Duration(i+1)*time.Millisecond, record.Done)
