@@ -20,6 +20,7 @@ import (
 
 const seedFile = "../examples/seed/lanes.yaml"
 const deviceFile = "../examples/device-events/lanes.yaml"
+const deviceClusterFile = "../examples/device-events-cluster/lanes.yaml" // mapping: account
 
 // TestPlanGolden covers every output format of plan.
 func TestPlanGolden(t *testing.T) {
@@ -36,8 +37,8 @@ func TestPlanGolden(t *testing.T) {
 		{"plan/seed-key-bob.table", []string{"plan", "-f", seedFile, "--key", "bob"}},
 		{"plan/seed-key-bob.json", []string{"plan", "-f", seedFile, "--key", "msgs.received_from.bob", "-o", "json"}},
 		{"plan/devices-keys.table", []string{"plan", "-f", deviceFile, "--keys", "../examples/device-events/keys.txt"}},
-		{"plan/devices.conf", []string{"plan", "-f", deviceFile, "-o", "conf"}},
-		{"plan/devices.nsc", []string{"plan", "-f", deviceFile, "-o", "nsc"}},
+		{"plan/devices.conf", []string{"plan", "-f", deviceClusterFile, "-o", "conf"}},
+		{"plan/devices.nsc", []string{"plan", "-f", deviceClusterFile, "-o", "nsc"}},
 		{"plan/flags.json", []string{"plan", "--name", "pay", "--subject", "pay.*.*", "--key-tokens", "2", "--partitions", "3", "--ack-wait", "1m", "--pinned", "-o", "json"}},
 	}
 	for _, tc := range cases {

@@ -256,6 +256,9 @@ func (c *Conn) Ctx(parent context.Context) (context.Context, context.CancelFunc)
 func (c *Conn) Guard(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	c.mu.Lock()
+	if c.watchers == nil { // a Conn made around an existing connection
+		c.watchers = map[int]context.CancelCauseFunc{}
+	}
 	id := c.nextID
 	c.nextID++
 	c.watchers[id] = cancel

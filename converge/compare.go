@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/lanelist"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -68,7 +67,7 @@ func takeInventory(p *planner.Plan, live *Live) *inventory {
 			}
 			continue
 		}
-		tag, ok := lanelist.TagOf(ci.Config)
+		tag, ok := planner.TagOf(ci.Config.Metadata)
 		if !ok || tag.Design != inv.design {
 			inv.others++
 			continue
@@ -287,7 +286,7 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint6
 	}
 	lc.live = ci
 	lc.Backlog = backlog(ci)
-	if tag, ok := lanelist.TagOf(ci.Config); ok && tag.Design != d.Design {
+	if tag, ok := planner.TagOf(ci.Config.Metadata); ok && tag.Design != d.Design {
 		lc.Action = ActionRefused
 		lc.Reason = fmt.Sprintf("consumer %s exists and is a lane of design %q: choose another design name", ci.Name, tag.Design)
 		return lc

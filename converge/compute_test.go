@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -39,7 +39,7 @@ func newWorld(t *testing.T, streamOf *planner.Plan) *world {
 	json.Unmarshal(b, &cfg)
 	return &world{t: t, live: &Live{
 		Stream:    &LiveStream{Config: cfg},
-		Consumers: &lanelist.Listing{Offline: map[string]string{}},
+		Consumers: jsapi.Empty(),
 	}}
 }
 
@@ -102,7 +102,7 @@ func wantCounts(t *testing.T, d *Diff, want map[Action]int) {
 
 func TestComputeFreshAndNoop(t *testing.T) {
 	p := plan(t, 4)
-	d := Compute(p, &Live{Consumers: &lanelist.Listing{}}, Options{})
+	d := Compute(p, &Live{Consumers: jsapi.Empty()}, Options{})
 	wantCounts(t, d, map[Action]int{ActionCreate: 4})
 	if d.Stream.Action != ActionCreate || !d.Pending() {
 		t.Fatalf("stream %s", d.Stream.Action)
@@ -341,7 +341,7 @@ func TestComputeGenerationStart(t *testing.T) {
 		return 0
 	}
 	t.Run("fresh stream: the beginning", func(t *testing.T) {
-		if s := startOf(Compute(p4, &Live{Consumers: &lanelist.Listing{}}, Options{})); s != 0 {
+		if s := startOf(Compute(p4, &Live{Consumers: jsapi.Empty()}, Options{})); s != 0 {
 			t.Fatalf("start %d", s)
 		}
 	})

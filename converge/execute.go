@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -120,10 +122,10 @@ func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) 
 	if d.Refused() {
 		return res, &RefusedError{Reasons: d.Refusals}
 	}
-	x := &executor{a: &api{conn: conn}, d: d, o: d.opts, stream: d.plan.Stream.Name, res: res}
+	x := &executor{a: jsapi.New(conn), d: d, o: d.opts, stream: d.plan.Stream.Name, res: res}
 	start := time.Now()
 	defer func() {
-		res.WriteRequests = x.a.writes.Load()
+		res.WriteRequests = x.a.Writes()
 		res.Elapsed = time.Since(start)
 	}()
 	ctx, cancel := conn.Guard(ctx)
@@ -166,7 +168,7 @@ func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) 
 }
 
 type executor struct {
-	a      *api
+	a      *jsapi.Client
 	d      *Diff
 	o      Options
 	stream string
@@ -201,7 +203,7 @@ func (x *executor) applyStream(ctx context.Context) error {
 	case ActionCreate:
 		body := toMap(x.d.plan.Stream)
 		sc.edit.onto(body)
-		if err := x.a.write(ctx, "STREAM.CREATE."+x.stream, body, nil); err != nil {
+		if err := x.a.Write(ctx, "STREAM.CREATE."+x.stream, body, nil); err != nil {
 			return fmt.Errorf("creating stream %s: %w", x.stream, err)
 		}
 		x.res.StreamCreated = true
@@ -222,7 +224,7 @@ func (x *executor) applyStream(ctx context.Context) error {
 // before, and whether it changed.
 func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*streamInfo, bool, error) {
 	var info streamInfo
-	if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+	if err := x.a.Read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
 		return nil, false, fmt.Errorf("reading stream %s before updating it: %w", x.stream, err)
 	}
 	var body map[string]json.RawMessage
@@ -232,7 +234,7 @@ func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*streamI
 	if !edit.onto(body) {
 		return &info, false, nil
 	}
-	if err := x.a.write(ctx, "STREAM.UPDATE."+x.stream, body, nil); err != nil {
+	if err := x.a.Write(ctx, "STREAM.UPDATE."+x.stream, body, nil); err != nil {
 		return nil, false, fmt.Errorf("updating stream %s: %w", x.stream, err)
 	}
 	return &info, true, nil
@@ -351,7 +353,7 @@ func (x *executor) pause(ctx context.Context, name string, until time.Time) erro
 	if !until.IsZero() {
 		req["pause_until"] = until
 	}
-	return x.a.write(ctx, "CONSUMER.PAUSE."+x.stream+"."+name, req, nil)
+	return x.a.Write(ctx, "CONSUMER.PAUSE."+x.stream+"."+name, req, nil)
 }
 
 func (x *executor) createLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
@@ -374,13 +376,13 @@ func (x *executor) putConsumer(ctx context.Context, name string, cfg map[string]
 	if info != nil {
 		out = info
 	}
-	return x.a.write(ctx, "CONSUMER.CREATE."+x.stream+"."+name, req, out)
+	return x.a.Write(ctx, "CONSUMER.CREATE."+x.stream+"."+name, req, out)
 }
 
 // deleteConsumer deletes a consumer; one already gone is fine.
 func (x *executor) deleteConsumer(ctx context.Context, name string) error {
-	err := x.a.write(ctx, "CONSUMER.DELETE."+x.stream+"."+name, nil, nil)
-	if isAPIError(err, errCodeConsumerNotFound) {
+	err := x.a.Write(ctx, "CONSUMER.DELETE."+x.stream+"."+name, nil, nil)
+	if jsapi.IsConsumerNotFound(err) {
 		return nil
 	}
 	return err
@@ -426,36 +428,34 @@ func (x *executor) parallel(ctx context.Context, phase Phase, n int, fn func(con
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	sem := make(chan struct{}, x.concurrency())
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(x.concurrency())
 	var done int64
 	x.progress(phase, 0, int64(n))
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
+	for i := range n {
 		if ctx.Err() != nil {
 			for j := i; j < n; j++ {
 				errs[j] = errNotStarted
 			}
 			break
 		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
+		g.Go(func() error {
+			if ctx.Err() != nil { // stopped while this one waited for its turn
+				errs[i] = errNotStarted
+				return nil
+			}
 			errs[i] = fn(ctx, i)
 			if stopsAll(ctx, errs[i]) {
 				stop(errs[i])
 			}
-			<-sem
 			x.mu.Lock()
 			done++
 			x.progress(phase, done, int64(n))
 			x.mu.Unlock()
-		}(i)
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	return errs
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -16,9 +16,9 @@ import (
 // CONSUMER.LIST pass. Nothing here is written.
 type Live struct {
 	Stream    *LiveStream
-	Consumers *lanelist.Listing // empty when the stream does not exist
-	Requests  int               // API requests the reading took
-	Topology  Topology          // the servers behind the connection
+	Consumers *jsapi.Listing // empty when the stream does not exist
+	Requests  int            // API requests the reading took
+	Topology  Topology       // the servers behind the connection
 }
 
 // LiveStream is the stream as the server reports it.
@@ -54,18 +54,14 @@ func (info *streamInfo) live() (*LiveStream, error) {
 
 // Read reads the live state of stream.
 func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error) {
-	a := &api{conn: conn}
-	return read(ctx, a, stream)
-}
-
-func read(ctx context.Context, a *api, stream string) (*Live, error) {
-	ctx, cancel := a.conn.Guard(ctx)
+	ctx, cancel := conn.Guard(ctx)
 	defer cancel()
-	live := &Live{Consumers: &lanelist.Listing{Offline: map[string]string{}}, Topology: TopologyOf(a.conn)}
+	a := jsapi.New(conn)
+	live := &Live{Consumers: jsapi.Empty(), Topology: TopologyOf(conn)}
 	var info streamInfo
-	err := a.read(ctx, "STREAM.INFO."+stream, nil, &info)
+	err := a.Read(ctx, "STREAM.INFO."+stream, nil, &info)
 	live.Requests++
-	if isAPIError(err, errCodeStreamNotFound) {
+	if jsapi.IsStreamNotFound(err) {
 		return live, nil
 	}
 	if err != nil {
@@ -76,7 +72,7 @@ func read(ctx context.Context, a *api, stream string) (*Live, error) {
 		return nil, err
 	}
 	live.Stream = ls
-	listing, err := lanelist.List(ctx, a.conn, stream)
+	listing, err := a.List(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +97,7 @@ const serverDefaultMaxConsumers = 1000
 // server lists a consumer whose leader is down both by name under
 // "missing" and as an entry with its config but no name: such an entry
 // cannot be addressed, and its lane is reported unavailable by name.
-func named(l *lanelist.Listing) []*jetstream.ConsumerInfo {
+func named(l *jsapi.Listing) []*jetstream.ConsumerInfo {
 	out := make([]*jetstream.ConsumerInfo, 0, len(l.Consumers))
 	for _, ci := range l.Consumers {
 		if ci != nil && ci.Name != "" {

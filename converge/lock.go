@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // One apply at a time per stream. Two applies that overlap (an operator
@@ -174,9 +175,9 @@ func AcquireLock(ctx context.Context, conn *connect.Conn, stream string, owner L
 			go l.renew()
 			return l, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !wrongLastSeq(err) {
-			// (Create of a deleted key that another apply created first
-			// answers wrong last sequence, not key exists.)
+		if !jsapi.IsWrongLastSequence(err) {
+			// (Key exists is a wrong last sequence; so is the create of a
+			// deleted key that another apply created first.)
 			return nil, lockError(ctx, conn, err)
 		}
 		held, err := l.holder(ctx)
@@ -255,7 +256,7 @@ func (l *Lock) renew() {
 		}
 		expired := time.Since(l.renewed) >= l.ttl
 		l.mu.Unlock()
-		if err != nil && (wrongLastSeq(err) || expired) {
+		if err != nil && (jsapi.IsWrongLastSequence(err) || expired) {
 			if l.onLost != nil {
 				l.onLost(&LockLostError{Stream: l.stream, Err: err})
 			}
@@ -303,17 +304,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	rev := l.rev
 	l.mu.Unlock()
 	err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
-	if wrongLastSeq(err) {
+	if jsapi.IsWrongLastSequence(err) {
 		return nil // expired and taken by another apply: not ours to delete
 	}
 	return err
-}
-
-// wrongLastSeq: a write on the condition of a revision found another one
-// (10071; 10164 on a replicated bucket).
-func wrongLastSeq(err error) bool {
-	var ae *jetstream.APIError
-	return errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Owner is who holds this lock.
@@ -364,8 +358,7 @@ func lockBucket(ctx context.Context, conn *connect.Conn) (jetstream.KeyValue, er
 }
 
 func lockError(ctx context.Context, conn *connect.Conn, err error) error {
-	var ae *jetstream.APIError
-	if errors.As(err, &ae) {
+	if jsapi.Answered(err) {
 		return fmt.Errorf("apply lock (KV bucket %s): %w", LockBucket, err)
 	}
 	ce := conn.Classify(ctx, err)

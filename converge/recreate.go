@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // recreate replaces a lane whose change the server forbids, keeping its
@@ -52,7 +54,7 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 		}
 	}
 	info, err := x.settled(ctx, l.Name)
-	if isAPIError(err, errCodeConsumerNotFound) {
+	if jsapi.IsConsumerNotFound(err) {
 		// Gone meanwhile (an interrupted apply's delete landing late):
 		// the record says where it restarts.
 		return x.createFromRecord(ctx, l, ph, &Position{StartSeq: placeholderStart(ph)}, operatorPause)
@@ -127,7 +129,7 @@ func (x *executor) settled(ctx context.Context, name string) (*jetstream.Consume
 	deadline := time.Now().Add(settleWait)
 	for {
 		var info jetstream.ConsumerInfo
-		if err := x.a.read(ctx, "CONSUMER.INFO."+x.stream+"."+name, nil, &info); err != nil {
+		if err := x.a.Read(ctx, "CONSUMER.INFO."+x.stream+"."+name, nil, &info); err != nil {
 			return nil, fmt.Errorf("reading its position: %w", err)
 		}
 		quiet := info.Paused && (info.NumAckPending == 0 || info.NumWaiting == 0)
@@ -167,17 +169,12 @@ func (x *executor) redelivered(ctx context.Context, filter string, start, delive
 		if len(out) == maxRedeliveredLookups {
 			return out, true
 		}
-		var got struct {
-			Message struct {
-				Seq uint64 `json:"seq"`
-			} `json:"message"`
-		}
-		err := x.a.read(ctx, "STREAM.MSG.GET."+x.stream, map[string]any{"seq": seq, "next_by_subj": filter}, &got)
-		if err != nil || got.Message.Seq == 0 || got.Message.Seq > delivered {
+		m, err := x.a.NextMsg(ctx, x.stream, seq, filter, false)
+		if err != nil || m.Seq == 0 || m.Seq > delivered {
 			return out, false // gone (a workqueue acked it, limits removed it) or none left
 		}
-		out = append(out, got.Message.Seq)
-		seq = got.Message.Seq + 1
+		out = append(out, m.Seq)
+		seq = m.Seq + 1
 	}
 	return out, false
 }
@@ -211,7 +208,7 @@ func (x *executor) createAt(ctx context.Context, name string, body map[string]js
 // dies meanwhile the lane resumes by itself soon after (and a re-run lifts
 // the pause at once).
 func (x *executor) recreatePause() time.Duration {
-	return settleWait + 3*x.a.conn.Timeout
+	return settleWait + 3*x.a.Conn().Timeout
 }
 
 func pausedNow(c jetstream.ConsumerConfig) bool {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -72,7 +72,7 @@ func (x *executor) switchMapping(ctx context.Context) error {
 	var cfg planner.StreamConfig
 	_ = json.Unmarshal(before.Config, &cfg)
 	if cfg.Replicas > 1 {
-		if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &after); err == nil && after.State.LastSeq != before.State.LastSeq {
+		if err := x.a.Read(ctx, "STREAM.INFO."+x.stream, nil, &after); err == nil && after.State.LastSeq != before.State.LastSeq {
 			x.res.Warnings = append(x.res.Warnings, fmt.Sprintf(
 				"messages were published while the mapping of this %d-replica stream switched (stream sequences %d..%d): their replicas may disagree on their partition; check those keys' order",
 				cfg.Replicas, before.State.LastSeq+1, after.State.LastSeq))
@@ -83,13 +83,13 @@ func (x *executor) switchMapping(ctx context.Context) error {
 
 // oldLanes are the listed lanes of the generations being drained, and the
 // unavailable names that belong to them.
-func (x *executor) oldLanes(l *lanelist.Listing) (lanes []*jetstream.ConsumerInfo, unavailable []string) {
+func (x *executor) oldLanes(l *jsapi.Listing) (lanes []*jetstream.ConsumerInfo, unavailable []string) {
 	old := map[int]bool{}
 	for _, g := range x.d.Repartition.From {
 		old[g] = true
 	}
 	for _, ci := range named(l) {
-		if tag, ok := lanelist.TagOf(ci.Config); ok && tag.Design == x.d.Design && old[tag.Partitions] {
+		if tag, ok := planner.TagOf(ci.Config.Metadata); ok && tag.Design == x.d.Design && old[tag.Partitions] {
 			lanes = append(lanes, ci)
 		}
 	}
@@ -113,7 +113,7 @@ func (x *executor) oldLanes(l *lanelist.Listing) (lanes []*jetstream.ConsumerInf
 // (the last sequence read before the first of the two listings: the second
 // one counts every message stored before it), or a nil listing when the
 // drain timeout passed: the result then says what is left.
-func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, uint64, error) {
+func (x *executor) waitDrained(ctx context.Context) (*jsapi.Listing, uint64, error) {
 	poll := x.o.DrainPoll
 	if poll <= 0 {
 		poll = DefaultDrainPoll
@@ -126,10 +126,10 @@ func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, uint64, 
 	var processed uint64
 	for {
 		var info streamInfo
-		if err := x.a.read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+		if err := x.a.Read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
 			return nil, 0, err
 		}
-		listing, err := lanelist.List(ctx, x.a.conn, x.stream)
+		listing, err := x.a.List(ctx, x.stream)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -178,11 +178,11 @@ func (x *executor) waitDrained(ctx context.Context) (*lanelist.Listing, uint64, 
 // their lanes. Written before their lanes are deleted, so a later return to
 // one of these partition counts starts after them, and inspect reports
 // them as retired (not as messages no lane delivers).
-func (x *executor) retireOld(ctx context.Context, l *lanelist.Listing, processed uint64) error {
+func (x *executor) retireOld(ctx context.Context, l *jsapi.Listing, processed uint64) error {
 	lanes, _ := x.oldLanes(l)
 	edit := &streamEdit{}
 	for _, ci := range lanes {
-		tag, _ := lanelist.TagOf(ci.Config)
+		tag, _ := planner.TagOf(ci.Config.Metadata)
 		key := GenerationKey(x.d.Design, tag.Partitions)
 		if _, done := edit.generations[key]; done {
 			continue
@@ -222,11 +222,11 @@ func (x *executor) drainIncomplete(lanes []*jetstream.ConsumerInfo, unavailable 
 }
 
 // resumeNew lifts the hold on the new generation's lanes.
-func (x *executor) resumeNew(ctx context.Context, l *lanelist.Listing) error {
+func (x *executor) resumeNew(ctx context.Context, l *jsapi.Listing) error {
 	p := x.d.plan
 	var work []*LaneChange
 	for _, ci := range named(l) {
-		tag, ok := lanelist.TagOf(ci.Config)
+		tag, ok := planner.TagOf(ci.Config.Metadata)
 		if !ok || tag.Design != x.d.Design || tag.Partitions != p.Design.Partitions || !isHeld(ci.Config) {
 			continue
 		}
@@ -245,7 +245,7 @@ func (x *executor) resumeNew(ctx context.Context, l *lanelist.Listing) error {
 }
 
 // deleteOld deletes the drained lanes of the old generations.
-func (x *executor) deleteOld(ctx context.Context, l *lanelist.Listing) error {
+func (x *executor) deleteOld(ctx context.Context, l *jsapi.Listing) error {
 	lanes, _ := x.oldLanes(l)
 	work := make([]*LaneChange, len(lanes))
 	for i, ci := range lanes {

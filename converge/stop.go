@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // StoppedError: apply stopped before the end, because the server went
@@ -48,17 +48,13 @@ func stopsAll(ctx context.Context, err error) bool {
 	if errors.As(err, &ce) {
 		return ce.Kind != connect.KindOther || errors.Is(ce.Err, context.Canceled)
 	}
-	var ae *lanelist.APIError
-	return errors.As(err, &ae) && ae.Code == 503
+	return jsapi.IsUnavailable(err)
 }
 
 // answered reports whether the server answered the request with an
 // error: the request failed for sure. Any other error (a timeout, a
 // cancellation) leaves its outcome unknown.
-func answered(err error) bool {
-	var ae *lanelist.APIError
-	return errors.As(err, &ae)
-}
+func answered(err error) bool { return jsapi.Answered(err) }
 
 // leftOver describes lanes whose change was not made or not confirmed,
 // by action: "create 550 lanes (orders-n600-050, ... and 545 more)".

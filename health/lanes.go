@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -36,7 +36,7 @@ type layout struct {
 // file's, the stream's subject transform, and the ones lanes carry in their
 // metadata (older generations during a repartition). An unusable stream
 // mapping becomes a finding.
-func (j *judge) layouts(info *jetstream.StreamInfo, p *planner.Plan, listing *lanelist.Listing) []*layout {
+func (j *judge) layouts(info *jetstream.StreamInfo, p *planner.Plan, listing *jsapi.Listing) []*layout {
 	var out []*layout
 	add := func(source, dest, origin string, current bool) (*layout, error) {
 		for _, l := range out {
@@ -66,7 +66,7 @@ func (j *judge) layouts(info *jetstream.StreamInfo, p *planner.Plan, listing *la
 		}
 	}
 	for _, ci := range listing.Consumers {
-		if tag, ok := lanelist.TagOf(ci.Config); ok && tag.Source != "" && tag.Destination != "" {
+		if tag, ok := planner.TagOf(ci.Config.Metadata); ok && tag.Source != "" && tag.Destination != "" {
 			add(tag.Source, tag.Destination, "lanes", false) // an unusable one only loses key names
 		}
 	}
@@ -107,7 +107,7 @@ func (c coverage) add(l *layout, partition int, name string) {
 // known layout. Other consumers that receive partitioned messages are
 // findings. Lanes the server could not report are rows too, so a missing
 // lane is never mistaken for a gap.
-func (j *judge) recognise(listing *lanelist.Listing, layouts []*layout) coverage {
+func (j *judge) recognise(listing *jsapi.Listing, layouts []*layout) coverage {
 	cover := coverage{}
 	j.mismatched = map[string]int{}
 	for _, ci := range listing.Consumers {
@@ -132,7 +132,7 @@ func (j *judge) recognise(listing *lanelist.Listing, layouts []*layout) coverage
 	}
 	for name, reason := range listing.Offline {
 		if !contains(listing.Missing, name) {
-			j.unavailable(name, StateOffline, reason, layouts, cover)
+			j.unavailable(name, StateOffline, planner.Printable(reason, 200), layouts, cover)
 		}
 	}
 	sort.Slice(j.report.Lanes, func(a, b int) bool {
@@ -164,7 +164,7 @@ func contains(list []string, s string) bool {
 // layout is known, e.g. account mapping without metadata or design file).
 func (j *judge) laneOf(ci *jetstream.ConsumerInfo, layouts []*layout) (Lane, *layout, bool) {
 	filter, single := singleFilter(ci.Config)
-	tag, tagged := lanelist.TagOf(ci.Config)
+	tag, tagged := planner.TagOf(ci.Config.Metadata)
 	// Metadata is anyone's to write: a partition count beyond the bound is
 	// not a lane's, and would have every per-partition check loop on it.
 	tagged = tagged && planner.CheckPartitions(tag.Partitions) == nil

@@ -2,7 +2,6 @@ package health
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -11,9 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -60,8 +60,8 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	rd := &reader{c: c, o: o}
-	stream, info, err := rd.streamInfo(ctx)
+	rd := &reader{c: c, api: jsapi.New(c), o: o}
+	info, err := rd.streamInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +87,10 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j.headsTimedOut = rd.heads(ctx, stream, r.Lanes, layouts)
+			j.headsTimedOut = rd.heads(ctx, info, r.Lanes, layouts)
 		}()
 	}
-	placed := rd.placement(ctx, stream, info, layouts)
+	placed := rd.placement(ctx, info, layouts)
 	wg.Wait()
 	if placed != nil && placed.failed != "" {
 		j.add(Finding{Severity: Info, Code: "placement_unchecked",
@@ -103,27 +103,27 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 	j.judgeStream(info, layouts, cover)
 	r.keepDesign(o.Design, o.Plan)
 	sortFindings(r.Findings)
-	r.Requests = int(rd.requests.Load())
+	r.Requests = int(rd.api.Requests())
 	r.Time = time.Now()
 	r.Summarize()
 	return r, nil
 }
 
 type reader struct {
-	c        *connect.Conn
-	o        Options
-	requests atomic.Int64
+	c   *connect.Conn
+	api *jsapi.Client
+	o   Options
 }
 
 func (rd *reader) classify(ctx context.Context, err error) error {
-	var ae *lanelist.APIError
-	if errors.As(err, &ae) && ae.ErrCode == lanelist.ErrCodeStreamNotFound || errors.Is(err, jetstream.ErrStreamNotFound) {
+	if jsapi.IsStreamNotFound(err) {
 		return fmt.Errorf("%w: %s (check --stream and the account)", ErrStreamNotFound, planner.Printable(rd.o.Stream, 255))
 	}
-	if errors.As(err, &ae) {
-		if ae.Code == 503 && ae.ErrCode == 10008 { // no meta leader
-			return connect.Unavailable(rd.c.Server, &jetstream.APIError{Code: ae.Code, ErrorCode: jetstream.ErrorCode(ae.ErrCode), Description: ae.Description})
-		}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce // a cluster without a leader among them
+	}
+	if ae, ok := jsapi.As(err); ok {
 		return fmt.Errorf("the server refused to list the consumers of %s: %s (err_code %d)", rd.o.Stream, planner.Printable(ae.Description, 200), ae.ErrCode)
 	}
 	return rd.c.Classify(ctx, err)
@@ -139,178 +139,71 @@ const listShare = 0.6
 // list reads every consumer of the stream: one CONSUMER.LIST pass, or, when
 // it does not answer within its share of the deadline, consumer names and
 // one CONSUMER.INFO per consumer.
-func (rd *reader) list(ctx context.Context) (*lanelist.Listing, error) {
+func (rd *reader) list(ctx context.Context) (*jsapi.Listing, error) {
 	budget := rd.c.Timeout
 	if d, ok := ctx.Deadline(); ok {
 		budget = time.Until(d)
 	}
 	lctx, cancel := context.WithTimeout(ctx, time.Duration(float64(budget)*listShare))
-	listing, err := lanelist.List(lctx, rd.c, rd.o.Stream)
+	listing, err := rd.api.List(lctx, rd.o.Stream)
 	cancel()
 	if err == nil {
-		rd.requests.Add(int64(listing.Requests))
 		return listing, nil
 	}
 	var ce *connect.Error
 	if ctx.Err() != nil || !errors.As(err, &ce) || ce.Kind != connect.KindTimeout {
 		return nil, rd.classify(ctx, err)
 	}
-	return rd.listByName(ctx)
-}
-
-// listByName is list's slow path: the names come from the meta leader,
-// which answers at once; the infos from each consumer's leader, 64 in
-// flight, within what is left of the deadline. A consumer whose leader does
-// not answer is missing; one whose leader answers with an error is offline.
-func (rd *reader) listByName(ctx context.Context) (*lanelist.Listing, error) {
-	ctx, release := rd.c.Guard(ctx) // a permissions violation fails at once
-	defer release()
-	names, err := rd.consumerNames(ctx)
+	// The names come from the meta leader, which answers at once; the
+	// infos from each consumer's leader, within what is left of the deadline.
+	listing, err = rd.api.ListEach(ctx, rd.o.Stream, DefaultConcurrency)
 	if err != nil {
-		return nil, err
+		return nil, rd.classify(ctx, err)
 	}
-	out := &lanelist.Listing{Offline: map[string]string{}}
-	infos := make([]*jetstream.ConsumerInfo, len(names))
-	problems := make([]string, len(names))
-	sem := make(chan struct{}, DefaultConcurrency)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			rd.requests.Add(1)
-			infos[i], problems[i] = rd.consumerInfo(ctx, name)
-		}()
-	}
-	wg.Wait()
-	var denied *connect.Error
-	if errors.As(context.Cause(ctx), &denied) {
-		return nil, denied
-	}
-	for i, name := range names {
-		switch {
-		case infos[i] != nil:
-			out.Consumers = append(out.Consumers, infos[i])
-		case problems[i] == "":
-			out.Missing = append(out.Missing, name)
-		case problems[i] != "deleted":
-			out.Offline[name] = problems[i]
-		}
-	}
-	return out, nil
-}
-
-// consumerNames reads CONSUMER.NAMES, 1,024 a page.
-func (rd *reader) consumerNames(ctx context.Context) ([]string, error) {
-	var names []string
-	for {
-		var resp struct {
-			Error *struct {
-				Code        int    `json:"code"`
-				ErrCode     int    `json:"err_code"`
-				Description string `json:"description"`
-			} `json:"error"`
-			Total     int      `json:"total"`
-			Consumers []string `json:"consumers"`
-		}
-		if err := rd.request(ctx, "CONSUMER.NAMES."+rd.o.Stream, map[string]int{"offset": len(names)}, &resp); err != nil {
-			return nil, rd.classify(ctx, err)
-		}
-		if resp.Error != nil {
-			return nil, rd.classify(ctx, &lanelist.APIError{Code: resp.Error.Code, ErrCode: resp.Error.ErrCode, Description: resp.Error.Description})
-		}
-		names = append(names, resp.Consumers...)
-		if len(resp.Consumers) == 0 || len(names) >= resp.Total {
-			return names, nil
-		}
-	}
-}
-
-// consumerInfo asks one consumer's leader. It returns the info, or why not:
-// "" when no answer came in time, "deleted" for a consumer gone since.
-func (rd *reader) consumerInfo(ctx context.Context, name string) (*jetstream.ConsumerInfo, string) {
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		jetstream.ConsumerInfo
-	}
-	if err := rd.request(ctx, "CONSUMER.INFO."+rd.o.Stream+"."+name, nil, &resp); err != nil {
-		return nil, ""
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrCode == 10014 { // consumer not found
-			return nil, "deleted"
-		}
-		return nil, planner.Printable(resp.Error.Description, 200)
-	}
-	return &resp.ConsumerInfo, ""
-}
-
-// request sends one JetStream API request under ctx and decodes the answer.
-func (rd *reader) request(ctx context.Context, api string, body any, out any) error {
-	var data []byte
-	if body != nil {
-		data, _ = json.Marshal(body)
-	}
-	msg, err := rd.c.NC.RequestWithContext(ctx, rd.c.APIPrefix+api, data)
-	if err != nil {
-		return rd.c.Classify(ctx, err)
-	}
-	return json.Unmarshal(msg.Data, out)
+	return listing, nil
 }
 
 // streamInfo is the one stream info request.
-func (rd *reader) streamInfo(ctx context.Context) (jetstream.Stream, *jetstream.StreamInfo, error) {
-	rctx, cancel := rd.c.Guard(ctx)
-	defer cancel()
-	rctx, cancelT := rd.c.Ctx(rctx)
-	defer cancelT()
-	rd.requests.Add(1)
-	s, err := rd.c.JS.Stream(rctx, rd.o.Stream)
+func (rd *reader) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	info, err := rd.api.StreamInfo(ctx, rd.o.Stream)
 	if err != nil {
-		return nil, nil, rd.classify(rctx, err)
+		return nil, rd.classify(ctx, err)
 	}
-	return s, s.CachedInfo(), nil
+	return info, nil
 }
 
 // heads looks up the oldest unacknowledged message of every lane with a
 // backlog: the first message after its ack floor on its filter. All lookups
 // share one deadline, so 1,024 backlogged lanes cost one request timeout at
 // worst. It returns how many lookups did not finish in time.
-func (rd *reader) heads(ctx context.Context, stream jetstream.Stream, lanes []Lane, layouts []*layout) int {
+func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes []Lane, layouts []*layout) int {
 	ctx, cancel := rd.c.Ctx(ctx)
 	defer cancel()
 	n := rd.o.Concurrency
 	if n <= 0 {
 		n = DefaultConcurrency
 	}
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(n)
 	var timedOut atomic.Int64
 	for i := range lanes {
 		l := &lanes[i]
 		if l.State != StateOK || l.Backlog == 0 || l.Filter == "" {
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			rd.requests.Add(1)
-			m, err := stream.GetMsg(ctx, l.AckFloorSeq+1, jetstream.WithGetMsgSubject(l.Filter))
+		g.Go(func() error {
+			m, err := rd.api.NextMsg(ctx, rd.o.Stream, l.AckFloorSeq+1, l.Filter, info.Config.AllowDirect)
 			if err != nil {
-				if !errors.Is(err, jetstream.ErrMsgNotFound) {
+				if !jsapi.IsMessageNotFound(err) {
 					timedOut.Add(1)
 				}
-				return
+				return nil
 			}
-			l.Head = &Head{Seq: m.Sequence, Subject: m.Subject, Time: m.Time, Key: storedKey(layouts, m.Subject)}
-		}()
+			l.Head = &Head{Seq: m.Seq, Subject: m.Subject, Time: m.Time, Key: storedKey(layouts, m.Subject)}
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	return int(timedOut.Load())
 }
 
@@ -327,7 +220,7 @@ func storedKey(layouts []*layout, subject string) string {
 // counts messages stored outside every partition layout, or in a partition
 // their key does not hash to: both were published around the mapping. A
 // list that does not arrive in time leaves placement unchecked.
-func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *jetstream.StreamInfo, layouts []*layout) *placementResult {
+func (rd *reader) placement(ctx context.Context, info *jetstream.StreamInfo, layouts []*layout) *placementResult {
 	limit := rd.o.MaxSubjects
 	if limit == 0 {
 		limit = DefaultMaxSubjects
@@ -338,13 +231,11 @@ func (rd *reader) placement(ctx context.Context, stream jetstream.Stream, info *
 	if info.State.NumSubjects > uint64(limit) {
 		return &placementResult{unchecked: int(info.State.NumSubjects), limit: limit}
 	}
-	pages := max(1, (int(info.State.NumSubjects)+DefaultMaxSubjects-1)/DefaultMaxSubjects)
-	rd.requests.Add(int64(pages))
-	full, err := stream.Info(ctx, jetstream.WithSubjectFilter(">"))
+	subjects, err := rd.api.Subjects(ctx, rd.o.Stream, ">")
 	if err != nil {
 		return &placementResult{failed: rd.classify(ctx, err).Error()}
 	}
-	return checkPlacement(full.State.Subjects, layouts)
+	return checkPlacement(subjects, layouts)
 }
 
 // placementResult counts messages by where they are stored.

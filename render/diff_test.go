@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/converge"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -30,7 +30,7 @@ func diffPlan(t *testing.T, n int, mut ...func(*planner.Design)) *planner.Plan {
 // liveOf is a server holding p's stream and lanes as planned.
 func liveOf(t *testing.T, p *planner.Plan, backlog uint64) *converge.Live {
 	t.Helper()
-	live := &converge.Live{Stream: &converge.LiveStream{Config: p.Stream}, Consumers: &lanelist.Listing{}}
+	live := &converge.Live{Stream: &converge.LiveStream{Config: p.Stream}, Consumers: jsapi.Empty()}
 	for _, c := range p.Consumers {
 		var cfg jetstream.ConsumerConfig
 		b, _ := json.Marshal(c)
@@ -57,12 +57,12 @@ func TestDiffTableGolden(t *testing.T) {
 		live *converge.Live
 		opts converge.Options
 	}{
-		{"fresh", p8, &converge.Live{Consumers: &lanelist.Listing{}}, converge.Options{}},
+		{"fresh", p8, &converge.Live{Consumers: jsapi.Empty()}, converge.Options{}},
 		{"noop", p8, liveOf(t, p8, 0), converge.Options{}},
 		{"refused", slower, liveOf(t, p8, 0), converge.Options{}},
 		{"recreate", slower, liveOf(t, p8, 0), converge.Options{Recreate: true}},
 		{"repartition", diffPlan(t, 12), withLastSeq(liveOf(t, p8, 25), 200), converge.Options{}},
-		{"account", acct, &converge.Live{Consumers: &lanelist.Listing{}}, converge.Options{}},
+		{"account", acct, &converge.Live{Consumers: jsapi.Empty()}, converge.Options{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -7,8 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -65,15 +64,15 @@ func (l *laneInfo) nakDelay(attempt int, want time.Duration) (send, effective ti
 // listLanes returns the lanes of design on stream, the consumers tagged
 // for the design that the runtime refuses to serve (with why), and the
 // consumers the server could not report (cluster: leader not answering).
-func listLanes(ctx context.Context, c *connect.Conn, stream, design string, layouts map[string]*planner.Layout) (map[string]*laneInfo, map[string]string, []string, error) {
-	listing, err := lanelist.List(ctx, c, stream)
+func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout) (map[string]*laneInfo, map[string]string, []string, error) {
+	listing, err := api.List(ctx, stream)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	lanes := map[string]*laneInfo{}
 	refused := map[string]string{}
 	for _, ci := range listing.Consumers {
-		tag, ok := lanelist.TagOf(ci.Config)
+		tag, ok := planner.TagOf(ci.Config.Metadata)
 		if !ok || tag.Design != design {
 			continue
 		}
@@ -91,7 +90,7 @@ func listLanes(ctx context.Context, c *connect.Conn, stream, design string, layo
 	return lanes, refused, missing, nil
 }
 
-func laneFromInfo(ci *jetstream.ConsumerInfo, tag lanelist.Tag, layouts map[string]*planner.Layout) (*laneInfo, string) {
+func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[string]*planner.Layout) (*laneInfo, string) {
 	cfg := ci.Config
 	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
 		return nil, "its ack policy is not explicit: a crash would lose the message in flight (lanes apply --recreate fixes it)"

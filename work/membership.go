@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // Bucket is the KV bucket that holds the membership of every design's
@@ -157,7 +159,7 @@ func (l *lease) renew(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	ack, err := l.js.Publish(rctx, "$KV."+Bucket+"."+l.key, l.record,
 		jetstream.WithExpectLastSequencePerSubject(l.rev), jetstream.WithMsgTTL(l.ttl))
-	if wrongLastSequence(err) {
+	if jsapi.IsWrongLastSequence(err) {
 		return errEvicted
 	}
 	if err != nil {
@@ -247,13 +249,6 @@ func follow[T any](ctx context.Context, w jetstream.KeyWatcher, size int, conv f
 		}
 	}()
 	return out
-}
-
-// wrongLastSequence: a compare-and-set lost (10071; 10164 on replicated streams).
-func wrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // laneRecordEvent is a change of a lane record: who the bucket says serves it.

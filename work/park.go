@@ -2,7 +2,6 @@ package work
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // Headers of a parked message: where it came from and why it was parked.
@@ -70,7 +71,7 @@ func oneLine(s string, n int) string {
 // which stream stores them. ok is false when no stream stores the subject.
 func CountParked(ctx context.Context, js jetstream.JetStream, subject string) (count uint64, stream string, ok bool, err error) {
 	stream, err = js.StreamNameBySubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	if jsapi.IsStreamNotFound(err) {
 		return 0, "", false, nil
 	}
 	if err != nil {

@@ -21,7 +21,6 @@ package work
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,7 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -53,7 +52,7 @@ type Worker struct {
 	cfg     Config
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	conn    *connect.Conn // for lanelist
+	api     *jsapi.Client
 	handler Handler
 	log     *slog.Logger
 	scope   string
@@ -97,7 +96,7 @@ func New(nc *nats.Conn, cfg Config, h Handler) (*Worker, error) {
 		cfg:          cfg,
 		nc:           nc,
 		js:           js,
-		conn:         &connect.Conn{NC: nc, JS: js, Timeout: cfg.Timeout, APIPrefix: cfg.APIPrefix, Server: connect.Redact(nc.ConnectedUrlRedacted())},
+		api:          jsapi.New(&connect.Conn{NC: nc, JS: js, Timeout: cfg.Timeout, APIPrefix: cfg.APIPrefix, Server: connect.Redact(nc.ConnectedUrlRedacted())}),
 		handler:      h,
 		log:          cfg.Logger,
 		scope:        scope(cfg.Stream, cfg.Design),
@@ -264,25 +263,25 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) checkServer(ctx context.Context) (int, error) {
 	rctx, cancel := w.ctx(ctx)
 	defer cancel()
-	s, err := w.js.Stream(rctx, w.cfg.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	info, err := w.api.StreamInfo(rctx, w.cfg.Stream)
+	if jsapi.IsStreamNotFound(err) {
 		return 0, fmt.Errorf("stream %s not found: apply the design first (lanes apply -f <design>)", w.cfg.Stream)
 	}
 	if err != nil {
-		return 0, w.conn.Classify(rctx, err)
+		return 0, err
 	}
 	if w.cfg.DeadLetter != "" {
 		name, err := w.js.StreamNameBySubject(rctx, w.cfg.DeadLetter)
 		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case jsapi.IsStreamNotFound(err):
 			return 0, fmt.Errorf("dead-letter subject %s: no stream stores it, so parked messages would be lost: create one first, e.g. nats stream add DEAD_LETTERS --subjects '%s'", w.cfg.DeadLetter, w.cfg.DeadLetter)
 		case err != nil:
-			return 0, fmt.Errorf("dead-letter subject %s: %w", w.cfg.DeadLetter, w.conn.Classify(rctx, err))
+			return 0, fmt.Errorf("dead-letter subject %s: %w", w.cfg.DeadLetter, w.api.Conn().Classify(rctx, err))
 		case name == w.cfg.Stream:
 			return 0, fmt.Errorf("dead-letter subject %s is stored by the design's own stream %s: parked messages would come back into the lanes; use a subject of another stream", w.cfg.DeadLetter, name)
 		}
 	}
-	return s.CachedInfo().Config.Replicas, nil
+	return info.Config.Replicas, nil
 }
 
 // warnSettings says, once, when the lanes' settings make failover slower
@@ -358,9 +357,8 @@ func (w *Worker) applyMember(ev memberEvent) {
 // listLanes reads the design's lanes; lanes the server could not report
 // (a cluster leader not answering) keep their last known settings.
 func (w *Worker) listLanes(ctx context.Context) error {
-	found, refused, missing, err := listLanes(ctx, w.conn, w.cfg.Stream, w.cfg.Design, w.layouts)
-	var apiErr *lanelist.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrCode == lanelist.ErrCodeStreamNotFound {
+	found, refused, missing, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
+	if jsapi.IsStreamNotFound(err) {
 		found, refused, err = map[string]*laneInfo{}, map[string]string{}, nil
 		w.log.Warn("stream not found: no lanes to serve", "stream", w.cfg.Stream)
 	}
@@ -584,13 +582,7 @@ func (w *Worker) shutdown(ls *lease) error {
 
 // unpin releases a pinned lane's pin so the next pull gets it at once.
 func (w *Worker) unpin(lane, group string) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	defer cancel()
-	body := fmt.Appendf(nil, `{"group":%q}`, group)
-	resp, err := w.nc.RequestWithContext(ctx, w.cfg.APIPrefix+"CONSUMER.UNPIN."+w.cfg.Stream+"."+lane, body)
-	if err == nil {
-		err = apiError(resp.Data)
-	}
+	err := w.api.Write(context.Background(), "CONSUMER.UNPIN."+w.cfg.Stream+"."+lane, map[string]string{"group": group}, nil)
 	if err != nil {
 		w.log.Warn("cannot unpin the lane: its pin moves after its pinned TTL", "lane", lane, "error", err)
 	}
@@ -623,22 +615,4 @@ func (w *Worker) laneStatsSnapshot() map[string]*laneStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return maps.Clone(w.stats)
-}
-
-// apiError reads the error of a JetStream API answer, if any.
-func apiError(data []byte) error {
-	var r struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return fmt.Errorf("unreadable answer: %w", err)
-	}
-	if r.Error != nil {
-		return &lanelist.APIError{Code: r.Error.Code, ErrCode: r.Error.ErrCode, Description: r.Error.Description}
-	}
-	return nil
 }

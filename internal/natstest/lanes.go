@@ -3,13 +3,14 @@ package natstest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -27,28 +28,23 @@ func CreateLanes(t testing.TB, js jetstream.JetStream, p *planner.Plan, change .
 		t.Fatalf("create stream %s: %v", sc.Name, err)
 	}
 	// Many lanes: a few requests in flight, as apply does.
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(p.Consumers))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
 	for _, c := range p.Consumers {
 		var cc jetstream.ConsumerConfig
 		convert(t, c, &cc)
 		for _, f := range change {
 			f(&cc)
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if _, err := js.CreateConsumer(ctx, sc.Name, cc); err != nil {
-				errs <- err
+		g.Go(func() error {
+			if _, err := js.CreateConsumer(gctx, sc.Name, cc); err != nil {
+				return fmt.Errorf("create lane %s: %w", cc.Durable, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("create lane: %v", err)
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package lanelist_test
+package jsapi_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -38,9 +38,10 @@ func TestListAccountsForEveryConsumerWithANodeDown(t *testing.T) {
 	}
 	victim.Stop()
 	c.WaitForMetaLeader()
-	var l *lanelist.Listing
+	var l *jsapi.Listing
+	api := jsapi.New(conn)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if l, err = lanelist.List(context.Background(), conn, p.Stream.Name); err == nil && len(l.Missing)+len(l.Offline) > 0 {
+		if l, err = api.List(context.Background(), p.Stream.Name); err == nil && len(l.Missing)+len(l.Offline) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {

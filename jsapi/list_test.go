@@ -1,15 +1,14 @@
-package lanelist_test
+package jsapi_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
-	"github.com/lanes-dev/lanes/lanelist"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -40,7 +39,8 @@ func TestListPagesAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	l, err := lanelist.List(ctx, conn, p.Stream.Name)
+	api := jsapi.New(conn)
+	l, err := api.List(ctx, p.Stream.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestListPagesAndTags(t *testing.T) {
 	}
 	lanes := 0
 	for _, ci := range l.Consumers {
-		tag, ok := lanelist.TagOf(ci.Config)
+		tag, ok := planner.TagOf(ci.Config.Metadata)
 		if !ok {
 			if ci.Name != "other" {
 				t.Fatalf("%s not recognised as a lane", ci.Name)
@@ -64,9 +64,7 @@ func TestListPagesAndTags(t *testing.T) {
 	if lanes != 300 {
 		t.Fatalf("found %d lanes, want 300", lanes)
 	}
-	if _, err := lanelist.List(ctx, conn, "NOPE"); err == nil {
-		t.Fatal("listing a missing stream must fail")
-	} else if ae, ok := err.(*lanelist.APIError); !ok || ae.ErrCode != lanelist.ErrCodeStreamNotFound {
-		t.Fatalf("want stream not found, got %v", fmt.Sprint(err))
+	if _, err := api.List(ctx, "NOPE"); !jsapi.IsStreamNotFound(err) {
+		t.Fatalf("listing a missing stream: want stream not found, got %v", err)
 	}
 }

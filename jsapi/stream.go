@@ -1,0 +1,101 @@
+package jsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamInfo reads a stream's config and state (STREAM.INFO).
+func (c *Client) StreamInfo(ctx context.Context, stream string) (*jetstream.StreamInfo, error) {
+	var info jetstream.StreamInfo
+	if err := c.Read(ctx, "STREAM.INFO."+stream, nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Subjects reads how many messages a stream holds per subject matching
+// filter (STREAM.INFO with a subjects filter, paged as the server limits
+// it). Callers bound the count first: the whole list is held in memory.
+func (c *Client) Subjects(ctx context.Context, stream, filter string) (map[string]uint64, error) {
+	subjects := map[string]uint64{}
+	for {
+		var page struct {
+			Total int `json:"total"`
+			State struct {
+				Subjects map[string]uint64 `json:"subjects"`
+			} `json:"state"`
+		}
+		req := map[string]any{"subjects_filter": filter, "offset": len(subjects)}
+		if err := c.Read(ctx, "STREAM.INFO."+stream, req, &page); err != nil {
+			return nil, err
+		}
+		for s, n := range page.State.Subjects {
+			subjects[s] = n
+		}
+		if len(page.State.Subjects) == 0 || page.Total <= len(subjects) {
+			return subjects, nil
+		}
+	}
+}
+
+// Msg is a stored message's place: its sequence, subject and store time.
+type Msg struct {
+	Seq     uint64
+	Subject string
+	Time    time.Time
+}
+
+// NextMsg reads the first message at or after seq on subject (a filter),
+// with a direct get when the stream allows it (any replica answers) and a
+// STREAM.MSG.GET otherwise. No such message is an Error with
+// CodeMessageNotFound.
+func (c *Client) NextMsg(ctx context.Context, stream string, seq uint64, subject string, direct bool) (*Msg, error) {
+	req := map[string]any{"seq": seq, "next_by_subj": subject}
+	if !direct {
+		var answer struct {
+			Message *struct {
+				Subject  string    `json:"subject"`
+				Sequence uint64    `json:"seq"`
+				Time     time.Time `json:"time"`
+			} `json:"message"`
+		}
+		if err := c.Read(ctx, "STREAM.MSG.GET."+stream, req, &answer); err != nil {
+			return nil, err
+		}
+		if answer.Message == nil {
+			return nil, errors.New("unreadable answer to STREAM.MSG.GET: no message")
+		}
+		m := answer.Message
+		return &Msg{Seq: m.Sequence, Subject: m.Subject, Time: m.Time}, nil
+	}
+	data, err := marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := c.request(ctx, "DIRECT.GET."+stream, data)
+	if err != nil {
+		return nil, err
+	}
+	// A direct get answers in headers; an empty message with a status
+	// header is an error (404: no message).
+	h := msg.Header
+	if len(msg.Data) == 0 && h.Get("Status") != "" {
+		if h.Get("Status") == "404" {
+			return nil, &Error{Code: 404, ErrCode: CodeMessageNotFound, Description: "no message found"}
+		}
+		code, _ := strconv.Atoi(h.Get("Status"))
+		return nil, &Error{Code: code, Description: h.Get("Description")}
+	}
+	seqNo, err1 := strconv.ParseUint(h.Get(jetstream.SequenceHeader), 10, 64)
+	at, err2 := time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer))
+	if err := errors.Join(err1, err2); err != nil || h.Get(jetstream.SubjectHeader) == "" {
+		return nil, fmt.Errorf("unreadable answer to DIRECT.GET: %v", err)
+	}
+	return &Msg{Seq: seqNo, Subject: h.Get(jetstream.SubjectHeader), Time: at}, nil
+}
