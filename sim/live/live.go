@@ -15,6 +15,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/embedded"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
@@ -123,7 +124,7 @@ func removeAll(ctx context.Context, c *connect.Conn, o Options, boxes []*sandbox
 	defer cancel()
 	var errs []error
 	for _, box := range boxes {
-		errs = append(errs, box.remove(cctx, c))
+		errs = append(errs, box.remove(cctx, jsapi.New(c)))
 	}
 	return errors.Join(errs...)
 }

@@ -8,7 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
@@ -21,6 +24,7 @@ type strategyRun struct {
 	o        *Options
 	strategy strategy.Strategy
 	c        *connect.Conn   // control: setup, publishing, settle checks
+	api      *jsapi.Client   // on c
 	workerCO connect.Options // how workers connect
 	conns    []*connect.Conn // the workers' connections, shared beyond MaxLiveConnections
 	box      *sandbox
@@ -46,7 +50,7 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 		return nil, err
 	}
 	defs, lanes := box.consumers(st, o.params())
-	r := &strategyRun{o: &o, strategy: st, c: c, workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
+	r := &strategyRun{o: &o, strategy: st, c: c, api: jsapi.New(c), workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
 		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
 		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff)}
 	if r.rec, err = r.recorder(); err != nil {
@@ -65,7 +69,7 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 			o.BeforeCleanup(cctx, c, st.Name, box.stream)
 		}
 	}()
-	if err := box.create(ctx, c, defs); err != nil {
+	if err := box.create(ctx, r.api, defs); err != nil {
 		return nil, err
 	}
 	err = r.run(ctx)
@@ -172,21 +176,28 @@ func (r *strategyRun) openConns(ctx context.Context) error {
 	r.conns = make([]*connect.Conn, min(r.totalWorkers(), planner.MaxLiveConnections))
 	co := r.workerCO
 	co.Name = "lanes-simulate-worker"
-	return parallel(len(r.conns), 32, func(i int) error {
-		octx, cancel := context.WithTimeout(ctx, timeoutOf(co))
-		defer cancel()
-		c, err := connect.Open(octx, co)
-		if err != nil {
-			return err
-		}
-		r.conns[i] = c
-		return nil
-	})
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range r.conns {
+		g.Go(func() error {
+			octx, cancel := context.WithTimeout(gctx, timeoutOf(co))
+			defer cancel()
+			c, err := connect.Open(octx, co)
+			if err != nil {
+				return err
+			}
+			r.conns[i] = c
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func (r *strategyRun) closeConns() {
 	for _, c := range r.conns {
-		c.Close()
+		if c != nil { // a failed opening leaves gaps
+			c.Close()
+		}
 	}
 }
 
@@ -293,7 +304,7 @@ func (r *strategyRun) settled(ctx context.Context) (bool, error) {
 	if r.inflight.Load() != 0 {
 		return false, nil
 	}
-	ok, err := r.box.settled(ctx, r.c)
+	ok, err := r.box.settled(ctx, r.api)
 	if err != nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}

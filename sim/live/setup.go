@@ -4,17 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
-	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
@@ -110,101 +107,52 @@ func (s *sandbox) consumers(st strategy.Strategy, p strategy.Params) ([]planner.
 	return []planner.ConsumerConfig{c}, []lane{{index: 0, name: c.Durable, workers: sh.WorkersEach}}
 }
 
-// create makes the stream and its consumers from the plan's definitions.
-// They are fresh, so there is nothing to diff. Consumers are created a few
-// at a time: a thousand lanes one by one take seconds.
-func (s *sandbox) create(ctx context.Context, c *connect.Conn, defs []planner.ConsumerConfig) error {
-	var cfg jetstream.StreamConfig
-	if err := convert(s.plan.Stream, &cfg); err != nil {
-		return err
+// create makes the stream and its consumers from the plan's definitions
+// (the JetStream API's JSON form, as they are). They are fresh, so there is
+// nothing to diff. Consumers are created a few at a time: a thousand lanes
+// one by one take seconds.
+func (s *sandbox) create(ctx context.Context, api *jsapi.Client, defs []planner.ConsumerConfig) error {
+	if err := api.Write(ctx, "STREAM.CREATE."+s.stream, s.plan.Stream, nil); err != nil {
+		return fmt.Errorf("creating the simulation stream %s: %w", s.stream, err)
 	}
-	rctx, cancel := c.Ctx(ctx)
-	st, err := c.JS.CreateStream(rctx, cfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("creating the simulation stream %s: %w", s.stream, c.Classify(rctx, err))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, def := range defs {
+		g.Go(func() error {
+			req := map[string]any{"stream_name": s.stream, "config": def, "action": "create"}
+			if err := api.Write(gctx, "CONSUMER.CREATE."+s.stream+"."+def.Durable, req, nil); err != nil {
+				return fmt.Errorf("creating the simulation consumer %s: %w", def.Durable, err)
+			}
+			return nil
+		})
 	}
-	return parallel(len(defs), 16, func(i int) error {
-		var cc jetstream.ConsumerConfig
-		if err := convert(defs[i], &cc); err != nil {
-			return err
-		}
-		rctx, cancel := c.Ctx(ctx)
-		defer cancel()
-		if _, err := st.CreateConsumer(rctx, cc); err != nil {
-			return fmt.Errorf("creating the simulation consumer %s: %w", cc.Durable, c.Classify(rctx, err))
-		}
-		return nil
-	})
+	return g.Wait()
 }
 
 // remove deletes the stream, and with it its consumers. A stream that was
 // never created is not an error.
-func (s *sandbox) remove(ctx context.Context, c *connect.Conn) error {
-	rctx, cancel := c.Ctx(ctx)
-	defer cancel()
-	err := c.JS.DeleteStream(rctx, s.stream)
-	if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) {
+func (s *sandbox) remove(ctx context.Context, api *jsapi.Client) error {
+	err := api.Write(ctx, "STREAM.DELETE."+s.stream, nil, nil)
+	if err == nil || jsapi.IsStreamNotFound(err) {
 		return nil
 	}
-	return fmt.Errorf("removing the simulation stream %s: %w", s.stream, c.Classify(rctx, err))
+	return fmt.Errorf("removing the simulation stream %s: %w", s.stream, err)
 }
 
 // settled reports whether every consumer has delivered everything and has
 // nothing waiting for an ack: the server will deliver nothing more.
-func (s *sandbox) settled(ctx context.Context, c *connect.Conn) (bool, error) {
-	rctx, cancel := c.Ctx(ctx)
-	defer cancel()
-	st, err := c.JS.Stream(rctx, s.stream)
+func (s *sandbox) settled(ctx context.Context, api *jsapi.Client) (bool, error) {
+	l, err := api.List(ctx, s.stream)
 	if err != nil {
-		return false, c.Classify(rctx, err)
+		return false, err
 	}
-	list := st.ListConsumers(rctx)
-	quiet := true
-	for info := range list.Info() {
+	if len(l.Missing) > 0 || len(l.Offline) > 0 {
+		return false, nil
+	}
+	for _, info := range l.Consumers {
 		if info.NumPending != 0 || info.NumAckPending != 0 {
-			quiet = false
+			return false, nil
 		}
 	}
-	if err := list.Err(); err != nil {
-		return false, c.Classify(rctx, err)
-	}
-	return quiet, nil
-}
-
-// convert turns a plan definition (JetStream API JSON form) into the
-// client's type through that same JSON form.
-func convert(def, out any) error {
-	b, err := json.Marshal(def)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
-
-// parallel runs fn(0..n-1) with at most width in flight and returns the
-// first error.
-func parallel(n, width int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, width)
-	for i := 0; i < n; i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := fn(i); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+	return true, nil
 }
