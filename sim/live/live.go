@@ -114,17 +114,16 @@ func Run(ctx context.Context, o Options) (results []record.Result, retErr error)
 	return results, nil
 }
 
-// removeAll deletes the sandboxes' streams (and so their consumers), with
-// its own deadline so that it still runs after a cancellation.
+// removeAll deletes the sandboxes' streams (and so their consumers) and
+// their workers' buckets, with its own deadline so that it still runs
+// after a cancellation. Keep (on a given server) keeps the streams.
 func removeAll(ctx context.Context, c *connect.Conn, o Options, boxes []*sandbox) error {
-	if o.Keep && o.ServerGiven {
-		return nil
-	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	api := jsapi.New(c)
 	var errs []error
 	for _, box := range boxes {
-		errs = append(errs, box.remove(cctx, jsapi.New(c)))
+		errs = append(errs, box.remove(cctx, api, o.Keep && o.ServerGiven))
 	}
 	return errors.Join(errs...)
 }
@@ -146,7 +145,7 @@ func (o *Options) check() error {
 		o.WorkersPerLane = 1
 	}
 	for _, s := range o.Strategies {
-		if s.Live != strategy.Pull {
+		if s.Live != strategy.Pull && s.Live != strategy.Work {
 			return fmt.Errorf("strategy %q cannot run live: its mechanics %q are not built here", s.Name, s.Live)
 		}
 	}

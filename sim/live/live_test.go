@@ -427,3 +427,62 @@ func TestWorkersShareConnections(t *testing.T) {
 	}
 	t.Logf("peak %d client connections", peak)
 }
+
+// The lanes strategy's workers are the work package's: one work instance
+// per worker group, each in a membership bucket of its own (named after
+// the sandbox stream, removed with it), each serving every lane.
+func TestLanesRunOnTheWorkPackage(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := natstest.Connect(t, s.URL())
+	p := newPlan(t, 3)
+	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
+	o := given(s, p, w, strategy.Lanes)
+	o.WorkersPerLane = 2
+	var served map[string][]string // bucket -> lanes recorded as served
+	o.BeforeCleanup = func(ctx context.Context, c *connect.Conn, _, stream string) {
+		served = map[string][]string{}
+		for _, b := range []string{stream + "_W1", stream + "_W2"} {
+			kv, err := c.JS.KeyValue(ctx, b)
+			if err != nil {
+				t.Errorf("bucket %s: %v", b, err)
+				continue
+			}
+			keys, err := kv.Keys(ctx)
+			if err != nil {
+				t.Errorf("bucket %s: %v", b, err)
+				continue
+			}
+			for _, k := range keys {
+				if i := strings.Index(k, ".l."); i >= 0 {
+					served[b] = append(served[b], k[i+3:])
+				}
+			}
+		}
+	}
+	clean(t, "lanes on work", run(t, o)[0])
+	for b, lanes := range served {
+		if len(lanes) != 3 {
+			t.Errorf("group %s served lanes %v, want all 3", b, lanes)
+		}
+	}
+	if len(served) != 2 {
+		t.Errorf("groups seen: %v", served)
+	}
+	if names := streamNames(t, js); len(names) != 0 {
+		t.Errorf("left after the run: %v", names)
+	}
+}
+
+// work serves lanes with max ack pending 1 only: a design above runs its
+// lanes strategy on the plain pull workers, and the run says what they do.
+func TestLanesAboveOneAckPendingRunOnPullWorkers(t *testing.T) {
+	s := natstest.Start(t)
+	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.MaxAckPending = 4 })
+	w := newWorkload(t, p, spec{keys: "uniform:2", messages: 80, process: 5 * time.Millisecond})
+	o := given(s, p, w, strategy.Lanes)
+	o.WorkersPerLane = 4
+	r := run(t, o)[0]
+	if r.Completed != r.Messages || r.OrderViolations == 0 {
+		t.Errorf("4 workers on lanes with max ack pending 4: completed %d/%d, %d order violations; want all and some", r.Completed, r.Messages, r.OrderViolations)
+	}
+}

@@ -31,8 +31,12 @@ type strategyRun struct {
 	lanes    []lane
 	w        *workload.Workload
 	rec      *record.Recorder
-	subjects []string // per key, the published subject inside the sandbox
-	ackWait  time.Duration
+	subjects []string      // per key, the published subject inside the sandbox
+	ackWait  time.Duration // the shortest the server waits for an ack
+	lane0    planner.ConsumerConfig
+	// mechanics of the workers: the strategy's, or the plain pull workers
+	// where the work package does not fit (see groupsFit).
+	mechanics strategy.Mechanics
 
 	started   chan struct{} // closed when the clock starts
 	start     time.Time
@@ -52,7 +56,10 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 	defs, lanes := box.consumers(st, o.params())
 	r := &strategyRun{o: &o, strategy: st, c: c, api: jsapi.New(c), workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
 		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
-		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff)}
+		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff), lane0: defs[0], mechanics: st.Live}
+	if r.mechanics == strategy.Work && !groupsFit(lanes, st.Shape(o.params()).MaxAckPending) {
+		r.mechanics = strategy.Pull
+	}
 	if r.rec, err = r.recorder(); err != nil {
 		return nil, err
 	}
@@ -103,6 +110,15 @@ func (o *Options) params() strategy.Params {
 		MaxAckPending: d.Lane.MaxAckPending, Pinned: d.Lane.Pinned}
 }
 
+// ackWaitOf is how long the server waits for the ack of a delivery
+// (1-based): the backoff step when the lanes have one.
+func (r *strategyRun) ackWaitOf(attempt int) time.Duration {
+	if b := r.lane0.BackOff; len(b) > 0 {
+		return b[min(max(attempt-1, 0), len(b)-1)]
+	}
+	return r.lane0.AckWait
+}
+
 // shortestAckWait is the shortest time the server waits for an ack: with
 // BackOff, each redelivery has its own.
 func shortestAckWait(ackWait time.Duration, backoff []time.Duration) time.Duration {
@@ -132,10 +148,18 @@ func (r *strategyRun) run(ctx context.Context) error {
 		default:
 		}
 	}
-	if err := r.openConns(ctx); err != nil {
-		return err
+	var ready <-chan struct{}
+	if r.mechanics == strategy.Work {
+		if err := r.openConns(ctx, r.lanes[0].workers); err != nil {
+			return err
+		}
+		ready = r.startGroups(ctx, &wg, fail)
+	} else {
+		if err := r.openConns(ctx, r.totalWorkers()); err != nil {
+			return err
+		}
+		ready = r.startWorkers(ctx, &wg, fail)
 	}
-	ready := r.startWorkers(ctx, &wg, fail)
 	if err := waitReady(ctx, ready, errs); err != nil {
 		return err
 	}
@@ -168,12 +192,12 @@ func (r *strategyRun) totalWorkers() int {
 	return total
 }
 
-// openConns opens the workers' connections: one per worker up to
-// MaxLiveConnections, shared round-robin beyond (a thousand workers do not
-// need a thousand connections, and the server should not see them), 32
-// being opened at a time.
-func (r *strategyRun) openConns(ctx context.Context) error {
-	r.conns = make([]*connect.Conn, min(r.totalWorkers(), planner.MaxLiveConnections))
+// openConns opens the workers' connections: one per worker (or worker
+// group) up to MaxLiveConnections, shared round-robin beyond (a thousand
+// workers do not need a thousand connections, and the server should not
+// see them), 32 being opened at a time.
+func (r *strategyRun) openConns(ctx context.Context, workers int) error {
+	r.conns = make([]*connect.Conn, min(workers, planner.MaxLiveConnections))
 	co := r.workerCO
 	co.Name = "lanes-simulate-worker"
 	g, gctx := errgroup.WithContext(ctx)

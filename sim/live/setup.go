@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -34,6 +35,9 @@ type sandbox struct {
 	plan   *planner.Plan // the design re-planned inside the sandbox
 	prefix string        // prepended to every published subject
 	stream string
+	// buckets are the KV buckets the strategy's workers made (named after
+	// the stream), removed with it.
+	buckets []string
 }
 
 func randomID() string {
@@ -129,14 +133,24 @@ func (s *sandbox) create(ctx context.Context, api *jsapi.Client, defs []planner.
 	return g.Wait()
 }
 
-// remove deletes the stream, and with it its consumers. A stream that was
-// never created is not an error.
-func (s *sandbox) remove(ctx context.Context, api *jsapi.Client) error {
-	err := api.Write(ctx, "STREAM.DELETE."+s.stream, nil, nil)
-	if err == nil || jsapi.IsStreamNotFound(err) {
-		return nil
+// remove deletes the workers' buckets and, unless keep, the stream and
+// with it its consumers. What was never created is not an error.
+func (s *sandbox) remove(ctx context.Context, api *jsapi.Client, keep bool) error {
+	var errs []error
+	for _, b := range s.buckets {
+		err := api.Write(ctx, "STREAM.DELETE.KV_"+b, nil, nil)
+		if err != nil && !jsapi.IsStreamNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing the simulation bucket %s: %w", b, err))
+		}
 	}
-	return fmt.Errorf("removing the simulation stream %s: %w", s.stream, err)
+	if keep {
+		return errors.Join(errs...)
+	}
+	err := api.Write(ctx, "STREAM.DELETE."+s.stream, nil, nil)
+	if err != nil && !jsapi.IsStreamNotFound(err) {
+		errs = append(errs, fmt.Errorf("removing the simulation stream %s: %w", s.stream, err))
+	}
+	return errors.Join(errs...)
 }
 
 // settled reports whether every consumer has delivered everything and has

@@ -202,31 +202,14 @@ func (wk *worker) work(ctx context.Context, m jetstream.Msg, d time.Duration) bo
 		if left <= 0 {
 			return true
 		}
-		if !wk.sleep(ctx, min(left, every)) {
+		if wk.clock == nil {
+			wk.clock = clock.New()
+		}
+		if !sleep(ctx, wk.clock, min(left, every)) {
 			return false
 		}
 		if progress && time.Until(end) > 0 {
 			_ = m.InProgress() // a lost one shows up as a redelivery
 		}
-	}
-}
-
-// sleep stands for d of work, in slices so that the end of the run is
-// noticed within a slice.
-func (wk *worker) sleep(ctx context.Context, d time.Duration) bool {
-	const slice = 20 * time.Millisecond
-	if wk.clock == nil {
-		wk.clock = clock.New()
-	}
-	end := time.Now().Add(d)
-	for {
-		if ctx.Err() != nil {
-			return false
-		}
-		left := time.Until(end)
-		if left <= 0 {
-			return true
-		}
-		wk.clock.Sleep(min(left, slice))
 	}
 }

@@ -148,7 +148,7 @@ var Lanes = Strategy{
 	AckPending: AsDesigned,
 	Pinned:     true,
 	Model:      Pull,
-	Live:       Pull,
+	Live:       Work,
 	Default:    true,
 	Notes:      lanesNotes,
 }
