@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,6 +40,7 @@ const (
 	catStrategy     = "Strategies and workers"
 	catSweep        = "Sweep (model only)"
 	catLive         = "Live run"
+	catLease        = "kv-lease strategy"
 )
 
 // SimulateOptions is everything lanes simulate needs, validated.
@@ -67,8 +69,12 @@ type SimulateOptions struct {
 	PlotFormat string
 	Live       bool
 	Keep       bool
-	Conn       connect.Options
-	Output     string
+	// Lease and RoundTrip are the kv-lease strategy's settings (RoundTrip
+	// for the model only: the live run has real ones).
+	Lease     strategy.LeaseSettings
+	RoundTrip time.Duration
+	Conn      connect.Options
+	Output    string
 }
 
 func simulateCommand(io *IO) *cli.Command {
@@ -89,6 +95,9 @@ func simulateCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "plot", Usage: "write the sweep chart to `FILE` (.png or .svg)", Category: catSweep},
 		&cli.BoolFlag{Name: "live", Usage: "run on a real server too (the connection flags', or an embedded one) and show it beside the model", Category: catLive},
 		&cli.BoolFlag{Name: "keep", Usage: "with --live: keep the stream and lanes it created", Category: catLive},
+		&cli.DurationFlag{Name: "lease-ttl", Value: strategy.DefaultLeaseTTL, Usage: "the per-key lease's time to live `D` (whole seconds, 1s or more); with --in-progress the holder renews it every TTL/3", Category: catLease},
+		&cli.DurationFlag{Name: "lease-retry", Usage: "how long a message whose key is leased waits before it is delivered again, `D` (default: half the mean processing time, 10ms or more)", Category: catLease, Action: positive("lease-retry")},
+		&cli.DurationFlag{Name: "round-trip", Value: model.DefaultRoundTrip, Usage: "the model's request and answer `D` between a worker and the server: a lease costs Create's (1 or 3) and a release", Category: catLease},
 		outputFlag(simulateFormats...),
 	)
 	flags = append(flags, connectFlags()...)
@@ -97,7 +106,8 @@ func simulateCommand(io *IO) *cli.Command {
 		Usage: "predict a design's throughput, latency and order, then prove it live",
 		UsageText: "lanes simulate [design flags | -f FILE] [--strategy LIST] [--keys uniform:K|zipf:K:S|file:PATH] [--from-stream NAME]\n" +
 			"   [--messages N] [--rate R] [--process-time D|exp:D|lognormal:P50:P99] [--ack-wait D] [--workers N] [--crash P]\n" +
-			"   [--in-progress] [--seed N] [--sweep A..B --target-rate R --target-p99 D --plot FILE] [--live [--keep]] [-o table|json]",
+			"   [--in-progress] [--seed N] [--sweep A..B --target-rate R --target-p99 D --plot FILE] [--live [--keep]]\n" +
+			"   [--lease-ttl D] [--lease-retry D] [--round-trip D] [-o table|json]",
 		Description: `Run the same workload through several ways of consuming it and compare
 throughput, latency, per-key order, duplicates and final state:
 
@@ -154,6 +164,11 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if err := o.parseSweep(c.String("sweep")); err != nil {
 		return o, err
 	}
+	o.Lease = strategy.LeaseSettings{TTL: c.Duration("lease-ttl"), Retry: c.Duration("lease-retry")}
+	if o.Lease.Retry == 0 {
+		o.Lease.Retry = strategy.DefaultLeaseRetry(o.Process.Average())
+	}
+	o.RoundTrip = c.Duration("round-trip")
 	if err := o.validate(); err != nil {
 		return o, err
 	}
@@ -174,8 +189,28 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if err := o.checkSize(0); err != nil {
 		return o, err
 	}
-	o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory)
-	return o, err
+	if o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory); err != nil {
+		return o, err
+	}
+	return o, o.checkLease(c)
+}
+
+// checkLease refuses the kv-lease settings without the strategy, and a
+// lease TTL the server cannot hold.
+func (o SimulateOptions) checkLease(c *cli.Context) error {
+	leasing := slices.ContainsFunc(o.Strategies, func(s strategy.Strategy) bool { return s.Model == strategy.Lease })
+	for _, f := range []string{"lease-ttl", "lease-retry", "round-trip"} {
+		if c.IsSet(f) && !leasing {
+			return usageErrorf("--%s belongs to the kv-lease strategy: add --strategy kv-lease", f)
+		}
+	}
+	switch ttl := o.Lease.TTL; {
+	case ttl < time.Second || ttl%time.Second != 0:
+		return usageErrorf("--lease-ttl %s: must be whole seconds, 1s or more (the server's per-key TTLs)", ttl)
+	case o.RoundTrip < 0:
+		return usageErrorf("--round-trip %s: cannot be negative", o.RoundTrip)
+	}
+	return nil
 }
 
 // workers is every strategy's worker count: the most partitions tried
@@ -387,7 +422,7 @@ func modelConfig(o SimulateOptions, st strategy.Strategy, partitions int, keyPar
 		lane.BackOff = append(lane.BackOff, b.D())
 	}
 	return model.Config{Strategy: st, Partitions: partitions, WorkersPerLane: o.Workers,
-		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress}
+		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress, Lease: o.Lease, RoundTrip: o.RoundTrip}
 }
 
 // keyPartitions places every workload key with the planner's hash, the
@@ -478,6 +513,9 @@ func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.W
 			steps[i] = b.String()
 		}
 		info.AckWait = "backoff " + strings.Join(steps, ",")
+	}
+	if slices.ContainsFunc(o.Strategies, func(s strategy.Strategy) bool { return s.Model == strategy.Lease }) {
+		info.LeaseTTL, info.LeaseRetry, info.RoundTrip = o.Lease.TTL.String(), o.Lease.Retry.String(), o.RoundTrip.String()
 	}
 	if n := len(w.Spec.Keys.Names); n <= 5 {
 		for _, k := range w.Spec.Keys.Names { // from a file or a stream: escaped for the terminal

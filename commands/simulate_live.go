@@ -27,7 +27,7 @@ var runLive = live.Run
 func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) ([]render.StrategyResult, *health.Report, error) {
 	var lanes *health.Report
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
-		WorkersPerLane: o.Workers, InProgress: o.InProgress, Keep: o.Keep, Progress: liveProgress(o.IO),
+		WorkersPerLane: o.Workers, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep, Progress: liveProgress(o.IO),
 		BeforeCleanup: func(ctx context.Context, c *connect.Conn, name, stream string) {
 			if strategy.MustLookup(name).Consumers != strategy.PerPartition {
 				return

@@ -128,33 +128,37 @@ func TestSimulateUsageErrors(t *testing.T) {
 	badKeys := filepath.Join(dir, "keys.txt")
 	os.WriteFile(badKeys, []byte("msgs.received_from.alice\nnot.a.match.here\n"), 0o644)
 	cases := map[string][]string{
-		`--process-time "fast"`:      {"--process-time", "fast"},
-		`--process-time "exp:0"`:     {"--process-time", "exp:0"},
-		`--keys "zipf:10"`:           {"--keys", "zipf:10"},
-		`--keys "normal:5"`:          {"--keys", "normal:5"},
-		"--messages 0":               {"--messages", "0"},
-		"--rate -1":                  {"--rate", "-1"},
-		"--crash 1.5":                {"--crash", "1.5"},
-		"--workers 0":                {"--workers", "0"},
-		`unknown strategy "fast"`:    {"--strategy", "lanes,fast"},
-		`--strategy "kv-lease"`:      {"--strategy", "kv-lease"},
-		`--sweep "9..3"`:             {"--sweep", "9..3"},
-		`--sweep "a..b"`:             {"--sweep", "a..b"},
-		`--plot "chart.gif"`:         {"--sweep", "1..4", "--plot", "chart.gif"},
-		"--target-rate":              {"--target-rate", "100"},
-		`--from-stream "ORDERS"`:     {"--from-stream", "ORDERS"},
-		"--keep":                     {"--keep"},
-		"--sweep runs the model":     {"--sweep", "1..4", "--live"},
-		"--keys file:":               {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
-		"line 2":                     {"--keys", "file:" + badKeys},
-		"--output":                   {"-o", "yaml"},
-		"partitions":                 {"--partitions", "0"},
-		"no arguments":               {"extra"},
-		"--keys is empty":            {"--keys", ""},
-		"--from-stream is empty":     {"--from-stream", "", "-s", "nats://127.0.0.1:1"},
-		"not a valid stream name":    {"--from-stream", "A.B", "-s", "nats://127.0.0.1:1"},
-		"--target-p99 0s":            {"--sweep", "1..4", "--target-p99", "0s"},
-		"--keys file: names no file": {"--keys", "file:"},
+		`--process-time "fast"`:                        {"--process-time", "fast"},
+		`--process-time "exp:0"`:                       {"--process-time", "exp:0"},
+		`--keys "zipf:10"`:                             {"--keys", "zipf:10"},
+		`--keys "normal:5"`:                            {"--keys", "normal:5"},
+		"--messages 0":                                 {"--messages", "0"},
+		"--rate -1":                                    {"--rate", "-1"},
+		"--crash 1.5":                                  {"--crash", "1.5"},
+		"--workers 0":                                  {"--workers", "0"},
+		`unknown strategy "fast"`:                      {"--strategy", "lanes,fast"},
+		"--lease-ttl 1.5s: must be whole seconds":      {"--strategy", "kv-lease", "--lease-ttl", "1500ms"},
+		"--lease-ttl belongs to the kv-lease strategy": {"--lease-ttl", "5s"},
+		"--round-trip belongs to the kv-lease":         {"--strategy", "lanes", "--round-trip", "1ms"},
+		"--lease-retry 0s: must be a positive":         {"--strategy", "kv-lease", "--lease-retry", "0s"},
+		"--round-trip -1ms: cannot be negative":        {"--strategy", "kv-lease", "--round-trip", "-1ms"},
+		`--sweep "9..3"`:                               {"--sweep", "9..3"},
+		`--sweep "a..b"`:                               {"--sweep", "a..b"},
+		`--plot "chart.gif"`:                           {"--sweep", "1..4", "--plot", "chart.gif"},
+		"--target-rate":                                {"--target-rate", "100"},
+		`--from-stream "ORDERS"`:                       {"--from-stream", "ORDERS"},
+		"--keep":                                       {"--keep"},
+		"--sweep runs the model":                       {"--sweep", "1..4", "--live"},
+		"--keys file:":                                 {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
+		"line 2":                                       {"--keys", "file:" + badKeys},
+		"--output":                                     {"-o", "yaml"},
+		"partitions":                                   {"--partitions", "0"},
+		"no arguments":                                 {"extra"},
+		"--keys is empty":                              {"--keys", ""},
+		"--from-stream is empty":                       {"--from-stream", "", "-s", "nats://127.0.0.1:1"},
+		"not a valid stream name":                      {"--from-stream", "A.B", "-s", "nats://127.0.0.1:1"},
+		"--target-p99 0s":                              {"--sweep", "1..4", "--target-p99", "0s"},
+		"--keys file: names no file":                   {"--keys", "file:"},
 	}
 	for want, args := range cases {
 		code, out, errs := simMain(t, append([]string{"simulate"}, args...)...)
@@ -359,5 +363,25 @@ func TestKeysFromCountsUnmapsAndSkips(t *testing.T) {
 	}
 	if _, err := keysFromCounts(p, "ORDERS", map[string]uint64{"other.subject": 9}); err == nil || exitCode(err) != ExitUsage {
 		t.Fatalf("no matching subject: %v", err)
+	}
+}
+
+// --strategy kv-lease runs the lease strategy beside the others, with its
+// settings in the workload and its own figures in the results.
+func TestSimulateKVLease(t *testing.T) {
+	doc := simJSON(t, "--strategy", "lanes,kv-lease", "--keys", "zipf:200:1.2", "--messages", "2000", "--lease-ttl", "2s", "--lease-retry", "3ms", "--round-trip", "1ms")
+	if len(doc.Results) != 2 || doc.Results[1]["strategy"] != "kv-lease" {
+		t.Fatalf("results: %v", doc.Results)
+	}
+	lease := doc.Results[1]
+	if simNum(t, lease, "partitions") != 1 || simNum(t, lease, "workers_per_lane") != 8 || simNum(t, lease, "lease_retries") == 0 {
+		t.Fatalf("kv-lease: %v", lease)
+	}
+	code, out, errs := simMain(t, "simulate", "--strategy", "kv-lease", "--keys", "uniform:50", "--lease-ttl", "2s")
+	if code != 0 || !strings.Contains(out, "lease TTL 2s, retry 10ms, round trip 200µs") || !strings.Contains(out, "kv-lease: the baseline") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, _ := simMain(t, "simulate", "--keys", "uniform:50"); code != 0 || strings.Contains(out, "kv-lease") || strings.Contains(out, "lease TTL") {
+		t.Fatalf("kv-lease is not a default strategy:\n%s", out)
 	}
 }

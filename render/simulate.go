@@ -39,6 +39,10 @@ type WorkloadInfo struct {
 	InProgress  bool     `json:"in_progress"`
 	Crash       float64  `json:"crash"`
 	Seed        uint64   `json:"seed"`
+	// The kv-lease strategy's settings, when it runs.
+	LeaseTTL   string `json:"lease_ttl,omitempty"`
+	LeaseRetry string `json:"lease_retry,omitempty"`
+	RoundTrip  string `json:"round_trip,omitempty"` // the model's
 }
 
 // StrategyResult is one strategy's figures. In a live run, Model holds the
@@ -119,6 +123,9 @@ func WorkloadLine(wl WorkloadInfo) string {
 	if wl.MaxDeliver > 0 {
 		parts = append(parts, fmt.Sprintf("max deliver %d", wl.MaxDeliver))
 	}
+	if wl.LeaseTTL != "" {
+		parts = append(parts, fmt.Sprintf("lease TTL %s, retry %s, round trip %s", wl.LeaseTTL, wl.LeaseRetry, wl.RoundTrip))
+	}
 	parts = append(parts, fmt.Sprintf("seed %d", wl.Seed))
 	return strings.Join(parts, ", ")
 }
@@ -170,6 +177,15 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
 		{"final state", simFinalState},
 		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
+	}
+	if slices.ContainsFunc(results, func(r StrategyResult) bool { return leasing(r.Strategy) }) {
+		rows = append(rows, []struct {
+			name string
+			f    func(record.Result) string
+		}{
+			{"lease retries", func(r record.Result) string { return simLeaseFigure(r, r.LeaseRetries) }},
+			{"leases lost", func(r record.Result) string { return simLeaseFigure(r, r.LeasesLost) }},
+		}...)
 	}
 	for _, row := range rows {
 		cells := []string{row.name}
@@ -281,10 +297,32 @@ func simCorrectness(r record.Result) []string {
 	switch {
 	case !r.FinalStateCorrect:
 		parts = append(parts, "final state wrong (an older update was applied last)")
+	case r.StaleDropped > 0 && fenced(r.Strategy):
+		parts = append(parts, fmt.Sprintf("final state right (%d stale %s refused by the lease's fencing token)", r.StaleDropped, simPlural(r.StaleDropped, "write", "writes")))
 	case r.StaleDropped > 0:
 		parts = append(parts, fmt.Sprintf("final state right (%d stale %s dropped by the version check)", r.StaleDropped, simPlural(r.StaleDropped, "update", "updates")))
 	}
 	return parts
+}
+
+// fenced: the strategy's store checks fencing tokens.
+func fenced(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Store == record.Fenced
+}
+
+// leasing: the strategy takes a lease per key.
+func leasing(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Model == strategy.Lease
+}
+
+// simLeaseFigure is a lease figure, "-" for strategies without leases.
+func simLeaseFigure(r record.Result, n int) string {
+	if !leasing(r.Strategy) {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func simFinalState(r record.Result) string {

@@ -40,8 +40,11 @@ type Options struct {
 	WorkersPerLane int
 	// AckWait overrides the design's lane ack wait when positive.
 	AckWait time.Duration
-	// InProgress makes workers send +WPI every ack wait / 3 while working.
+	// InProgress makes workers send +WPI every ack wait / 3 while working
+	// (and renew their lease, under the lease mechanics).
 	InProgress bool
+	// Lease configures the lease mechanics (the kv-lease strategy).
+	Lease strategy.LeaseSettings
 	// Keep leaves the streams and consumers on the server (a given server
 	// only: an embedded server goes away with the run).
 	Keep bool
@@ -145,7 +148,16 @@ func (o *Options) check() error {
 		o.WorkersPerLane = 1
 	}
 	for _, s := range o.Strategies {
-		if s.Live != strategy.Pull && s.Live != strategy.Work {
+		switch s.Live {
+		case strategy.Pull, strategy.Work:
+		case strategy.Lease:
+			switch {
+			case o.Lease.TTL < time.Second || o.Lease.TTL%time.Second != 0:
+				return fmt.Errorf("the lease TTL %s must be whole seconds, at least 1s (the server's per-key TTLs)", o.Lease.TTL)
+			case o.Lease.Retry <= 0:
+				return fmt.Errorf("the lease retry delay must be positive")
+			}
+		default:
 			return fmt.Errorf("strategy %q cannot run live: its mechanics %q are not built here", s.Name, s.Live)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
@@ -23,10 +24,11 @@ import (
 type strategyRun struct {
 	o        *Options
 	strategy strategy.Strategy
-	c        *connect.Conn   // control: setup, publishing, settle checks
-	api      *jsapi.Client   // on c
-	workerCO connect.Options // how workers connect
-	conns    []*connect.Conn // the workers' connections, shared beyond MaxLiveConnections
+	c        *connect.Conn        // control: setup, publishing, settle checks
+	api      *jsapi.Client        // on c
+	workerCO connect.Options      // how workers connect
+	conns    []*connect.Conn      // the workers' connections, shared beyond MaxLiveConnections
+	leases   []jetstream.KeyValue // the lease bucket on each of conns (lease mechanics)
 	box      *sandbox
 	lanes    []lane
 	w        *workload.Workload
@@ -158,6 +160,11 @@ func (r *strategyRun) run(ctx context.Context) error {
 		if err := r.openConns(ctx, r.totalWorkers()); err != nil {
 			return err
 		}
+		if r.mechanics == strategy.Lease {
+			if err := r.openLeases(ctx); err != nil {
+				return err
+			}
+		}
 		ready = r.startWorkers(ctx, &wg, fail)
 	}
 	if err := waitReady(ctx, ready, errs); err != nil {
@@ -234,10 +241,14 @@ func (r *strategyRun) startWorkers(ctx context.Context, wg *sync.WaitGroup, fail
 		for i := 0; i < l.workers; i++ {
 			wg.Add(1)
 			conn := r.conns[n%len(r.conns)]
+			var kv jetstream.KeyValue
+			if r.leases != nil {
+				kv = r.leases[n%len(r.leases)]
+			}
 			n++
 			go func() {
 				defer wg.Done()
-				wk := &worker{r: r, lane: l, conn: conn, ready: ready}
+				wk := &worker{r: r, lane: l, conn: conn, ready: ready, kv: kv}
 				if err := wk.run(ctx); err != nil {
 					fail(err)
 				}

@@ -356,7 +356,8 @@ func TestBackoffSpacesRedeliveries(t *testing.T) {
 func TestEveryRegisteredStrategyRuns(t *testing.T) {
 	w := roundRobin(t, 4, 5, workload.Spec{Process: fixed(ms), Seed: 1})
 	for _, s := range strategy.All {
-		res := run(t, w, model.Config{Strategy: s, Partitions: 2, WorkersPerLane: 1, KeyPartition: modulo(4, 2), Lane: lane(time.Second)})
+		res := run(t, w, model.Config{Strategy: s, Partitions: 2, WorkersPerLane: 1, KeyPartition: modulo(4, 2), Lane: lane(time.Second),
+			Lease: strategy.LeaseSettings{TTL: time.Second, Retry: ms}})
 		if res.Strategy != s.Name || res.Completed != 20 {
 			t.Errorf("%s: %+v", s.Name, res)
 		}

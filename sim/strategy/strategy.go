@@ -11,6 +11,7 @@ package strategy
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/workload"
@@ -49,7 +50,37 @@ const (
 	// Work: the lanes work runtime (package work): one confirmed ack
 	// before the next message, in-progress acks, pinned hand-over. Live only.
 	Work Mechanics = "work"
+	// Lease: pull one message, take its key's lease (a conditional create
+	// in a KV bucket with a per-key TTL), work, write with the lease's
+	// revision as the fencing token, release (a delete conditional on that
+	// revision), then ack. A message whose key another worker holds is
+	// naked with the lease retry delay, for a later try.
+	Lease Mechanics = "lease"
 )
+
+// LeaseSettings are the lease mechanics' settings.
+type LeaseSettings struct {
+	// TTL is the lease key's time to live (the server's per-key TTLs are
+	// whole seconds, 1s or more). With in-progress acks the holder renews
+	// it every TTL/3 while it works; without, a job longer than the TTL
+	// loses its lease mid-job, and the key's next message can start beside it.
+	TTL time.Duration
+	// Retry is the nak delay of a message whose key is leased.
+	Retry time.Duration
+}
+
+// Default lease settings.
+const (
+	DefaultLeaseTTL = 30 * time.Second // as the design's default ack wait
+)
+
+// DefaultLeaseRetry is the nak delay of a message whose key is leased,
+// when none is given: half the mean processing time (a holder is then
+// halfway through on average), at least 10ms: nats-server looks at
+// delayed naks 10ms after the nak at the soonest.
+func DefaultLeaseRetry(meanProcess time.Duration) time.Duration {
+	return max(meanProcess/2, 10*time.Millisecond)
+}
 
 // Strategy is one way of consuming the workload.
 type Strategy struct {
@@ -176,8 +207,21 @@ var Versioned = Strategy{
 	Default:    true,
 }
 
+// KVLease is the seed's lock/lease alternative to lanes: any worker takes
+// any message, and a per-key lease keeps two workers off one key.
+var KVLease = Strategy{
+	Name:       "kv-lease",
+	Summary:    "one shared consumer; a per-key lease in a KV bucket, fenced store",
+	Consumers:  Shared,
+	AckPending: EveryWorker,
+	Store:      record.Fenced,
+	Model:      Lease,
+	Live:       Lease,
+	Notes:      leaseNotes,
+}
+
 // All is the registry, in display order.
-var All = []Strategy{Single, Lanes, Unordered, Versioned}
+var All = []Strategy{Single, Lanes, Unordered, Versioned, KVLease}
 
 // Lookup finds a strategy by name (case-insensitive).
 func Lookup(name string) (Strategy, bool) {
@@ -225,6 +269,24 @@ func NamesOf(ss []Strategy) []string {
 		out[i] = s.Name
 	}
 	return out
+}
+
+func leaseNotes(r record.Result) []string {
+	var out []string
+	if r.LeaseRetries > 0 {
+		out = append(out, fmt.Sprintf("%d %s found the key leased and retried later", r.LeaseRetries, plural(r.LeaseRetries, "delivery", "deliveries")))
+	}
+	if r.LeasesLost > 0 {
+		out = append(out, fmt.Sprintf("%d %s ran out mid-job (work longer than the lease TTL)", r.LeasesLost, plural(r.LeasesLost, "lease", "leases")))
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func lanesNotes(r record.Result) []string {
