@@ -81,7 +81,7 @@ func simulateCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
 		&cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy},
 		&cli.IntFlag{Name: "workers", Value: 1, Usage: "workers per lane `N`; every strategy gets partitions x N workers", Category: catStrategy},
-		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered", Category: catStrategy},
+		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered (kv-lease: and renew their lease)", Category: catStrategy},
 		&cli.StringFlag{Name: "keys", Usage: "key distribution `SPEC`: uniform:K, zipf:K:S, or file:PATH (one subject or bare key per line, optional count)", Category: catWorkload},
 		&cli.StringFlag{Name: "from-stream", Usage: "take the keys and their weights from the per-subject message counts of stream `NAME` (needs a server)", Category: catWorkload},
 		&cli.IntFlag{Name: "messages", Value: defaultMessages, Usage: "messages to publish `N`", Category: catWorkload},
@@ -96,8 +96,8 @@ func simulateCommand(io *IO) *cli.Command {
 		&cli.BoolFlag{Name: "live", Usage: "run on a real server too (the connection flags', or an embedded one) and show it beside the model", Category: catLive},
 		&cli.BoolFlag{Name: "keep", Usage: "with --live: keep the stream and lanes it created", Category: catLive},
 		&cli.DurationFlag{Name: "lease-ttl", Value: strategy.DefaultLeaseTTL, Usage: "the per-key lease's time to live `D` (whole seconds, 1s or more); with --in-progress the holder renews it every TTL/3", Category: catLease},
-		&cli.DurationFlag{Name: "lease-retry", Usage: "how long a message whose key is leased waits before it is delivered again, `D` (default: half the mean processing time, 10ms or more)", Category: catLease, Action: positive("lease-retry")},
-		&cli.DurationFlag{Name: "round-trip", Value: model.DefaultRoundTrip, Usage: "the model's request and answer `D` between a worker and the server: a lease costs Create's (1 or 3) and a release", Category: catLease},
+		&cli.DurationFlag{Name: "lease-retry", Usage: "the nak delay `D` of a message whose key another worker has leased: it is delivered again after D", DefaultText: "half the mean processing time, 10ms or more", Category: catLease, Action: positive("lease-retry")},
+		&cli.DurationFlag{Name: "round-trip", Value: model.DefaultRoundTrip, Usage: "the model's time `D` for a request to the server and its answer: taking a lease costs 1 to 3 (KeyValue.Create), releasing it 1", Category: catLease},
 		outputFlag(simulateFormats...),
 	)
 	flags = append(flags, connectFlags()...)
@@ -112,10 +112,11 @@ func simulateCommand(io *IO) *cli.Command {
 throughput, latency, per-key order, duplicates and final state:
 
 ` + strategyList() + `
-Every strategy gets the same workers: partitions x --workers. The model is a
-deterministic discrete-event simulation of JetStream pull consumers (ack
-wait, late acks, redelivery, max deliver, in-progress acks, backoff, pinned
-workers); --live runs it on a real server and shows both.
+Every strategy gets the same workers: partitions x --workers. kv-lease runs
+when named (--strategy lanes,kv-lease). The model is a deterministic
+discrete-event simulation of JetStream pull consumers (ack wait, late acks,
+redelivery, max deliver, in-progress acks, backoff, pinned workers, leases);
+--live runs it on a real server and shows both.
 With no arguments: the seed story (alice, bob and carol; single vs 8 lanes).
 
 Examples:
@@ -126,6 +127,7 @@ Examples:
    lanes simulate -f lanes.yaml --keys file:keys.txt --sweep 1..64 --target-rate 5000 --target-p99 200ms --plot sweep.png
    lanes simulate -f lanes.yaml --from-stream ORDERS --server nats://host:4222
    lanes simulate --live                                                                   # embedded server
+   lanes simulate --strategy lanes,kv-lease --keys zipf:200:1.1 --process-time 20ms        # the lease alternative
    lanes simulate -o json | jq '.results[] | {strategy, throughput, order_violations}'`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {

@@ -13,13 +13,22 @@ import (
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
-// leaseModel is the model's prediction of a kv-lease run.
-func leaseModel(t testing.TB, p *planner.Plan, w *workload.Workload, o Options) record.Result {
+// predict is the model's prediction of a live run of st.
+func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st strategy.Strategy) record.Result {
 	t.Helper()
 	l := p.Design.Lane
-	r, err := model.Run(context.Background(), w, model.Config{Strategy: strategy.KVLease, Partitions: len(p.Consumers),
-		WorkersPerLane: max(o.WorkersPerLane, 1), KeyPartition: make([]int, len(w.Spec.Keys.Names)),
-		Lane:       model.Lane{AckWait: max(o.AckWait, l.AckWait.D()), MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending},
+	parts := make([]int, len(w.Spec.Keys.Names))
+	for k, subj := range w.Spec.Keys.Subjects {
+		lane, _ := p.LaneOf(subj)
+		parts[k] = lane.Partition
+	}
+	ackWait := l.AckWait.D()
+	if o.AckWait > 0 {
+		ackWait = o.AckWait
+	}
+	r, err := model.Run(context.Background(), w, model.Config{Strategy: st, Partitions: len(p.Consumers),
+		WorkersPerLane: max(o.WorkersPerLane, 1), KeyPartition: parts,
+		Lane:       model.Lane{AckWait: ackWait, MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending},
 		InProgress: o.InProgress, Lease: o.Lease, RoundTrip: model.DefaultRoundTrip})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +48,7 @@ func TestKVLeaseMatchesModel(t *testing.T) {
 	o := given(s, p, w, strategy.KVLease)
 	o.Lease = strategy.LeaseSettings{TTL: 30 * time.Second, Retry: 20 * time.Millisecond}
 	r := run(t, o)[0]
-	m := leaseModel(t, p, w, o)
+	m := predict(t, p, w, o, strategy.KVLease)
 	within(t, "kv-lease throughput", r.Throughput, m.Throughput, 0.20)
 	if r.Completed != r.Messages || r.Duplicates != 0 || r.Partitions != 1 || r.WorkersPerLane != 8 {
 		t.Errorf("kv-lease: %+v", r)
@@ -62,7 +71,7 @@ func TestKVLeaseLapseBreaksOrder(t *testing.T) {
 	o := given(s, p, w, strategy.KVLease)
 	o.Lease = strategy.LeaseSettings{TTL: time.Second, Retry: 100 * time.Millisecond}
 	lapsed := run(t, o)[0]
-	m := leaseModel(t, p, w, o)
+	m := predict(t, p, w, o, strategy.KVLease)
 	if lapsed.OrderViolations == 0 || lapsed.LeasesLost == 0 || lapsed.Completed != 2 || m.OrderViolations == 0 || m.LeasesLost == 0 {
 		t.Errorf("lapsed: %d violations, %d leases lost, %d completed; the model: %d, %d; want violations and lost leases in both",
 			lapsed.OrderViolations, lapsed.LeasesLost, lapsed.Completed, m.OrderViolations, m.LeasesLost)

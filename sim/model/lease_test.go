@@ -104,20 +104,7 @@ func TestLeaseUnderAHotKey(t *testing.T) {
 // last renewal: the message's redelivery (after the 200ms ack wait) finds
 // the key leased and waits about a TTL.
 func TestLeaseCrashedHolderBlocksItsKey(t *testing.T) {
-	spec := workload.Spec{Keys: keys(1), Process: fixed(50 * ms), Crash: 0.5}
-	var w *workload.Workload
-	for seed := uint64(1); seed < 1000 && w == nil; seed++ {
-		spec.Seed = seed
-		c, _ := workload.Sequence(spec, []int{0})
-		_, c1 := c.Attempt(0, 1)
-		_, c2 := c.Attempt(0, 2)
-		if c1 && !c2 {
-			w = c
-		}
-	}
-	if w == nil {
-		t.Fatal("no seed below 1000 crashes once then succeeds")
-	}
+	w := crashingFirst(t, 50*ms, 1)
 	cfg := leaseConfig(2, []int{0}, time.Second, 100*ms, 0)
 	cfg.Lane.AckWait = 200 * ms
 	cfg.InProgress = true

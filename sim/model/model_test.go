@@ -325,24 +325,31 @@ func TestStopsWhenCancelled(t *testing.T) {
 	}
 }
 
+// crashingFirst is one message whose first n attempts crash and whose next
+// one succeeds, each working for d.
+func crashingFirst(t *testing.T, d time.Duration, n int) *workload.Workload {
+	t.Helper()
+	spec := workload.Spec{Keys: keys(1), Process: fixed(d), Crash: 0.5}
+	for seed := uint64(1); seed < 1000; seed++ {
+		spec.Seed = seed
+		w, _ := workload.Sequence(spec, []int{0})
+		ok := true
+		for a := 1; a <= n+1; a++ {
+			_, crash := w.Attempt(0, a)
+			ok = ok && crash == (a <= n)
+		}
+		if ok {
+			return w
+		}
+	}
+	t.Fatalf("no seed below 1000 crashes %d times then succeeds", n)
+	return nil
+}
+
 // BackOff sets the wait after each delivery: a message whose first two
 // attempts crash is delivered at 0, BackOff[0] and BackOff[0]+BackOff[1].
 func TestBackoffSpacesRedeliveries(t *testing.T) {
-	spec := workload.Spec{Keys: keys(1), Process: fixed(5 * ms), Crash: 0.5}
-	var w *workload.Workload
-	for seed := uint64(1); seed < 1000 && w == nil; seed++ {
-		spec.Seed = seed
-		c, _ := workload.Sequence(spec, []int{0})
-		_, c1 := c.Attempt(0, 1)
-		_, c2 := c.Attempt(0, 2)
-		_, c3 := c.Attempt(0, 3)
-		if c1 && c2 && !c3 {
-			w = c
-		}
-	}
-	if w == nil {
-		t.Fatal("no seed below 1000 crashes twice then succeeds")
-	}
+	w := crashingFirst(t, 5*ms, 2)
 	l := lane(20 * ms)
 	l.BackOff = []time.Duration{20 * ms, 200 * ms}
 	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 1, WorkersPerLane: 1, KeyPartition: []int{0}, Lane: l})
