@@ -59,7 +59,7 @@ func TestKVLeaseMatchesModel(t *testing.T) {
 	}
 }
 
-// TestKVLeaseLapseBreaksOrder: a job longer than the lease TTL (1.5s, 1s)
+// TestKVLeaseLapseBreaksOrder: a job longer than the lease TTL (2s, 1s)
 // loses its lease mid-job without in-progress acks: the key's next
 // message takes it and runs beside the first, and the first's release
 // finds the lease gone. With in-progress acks the holder renews the lease
@@ -67,7 +67,9 @@ func TestKVLeaseMatchesModel(t *testing.T) {
 func TestKVLeaseLapseBreaksOrder(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 2)
-	w := newWorkload(t, p, spec{keys: "uniform:1", messages: 2, process: 1500 * time.Millisecond})
+	// The server expires a key 1-1.25s after its TTL was set (its expiry
+	// timer fires no sooner than 250ms ahead): 2s of work leaves a margin.
+	w := newWorkload(t, p, spec{keys: "uniform:1", messages: 2, process: 2 * time.Second})
 	o := given(s, p, w, strategy.KVLease)
 	o.Lease = strategy.LeaseSettings{TTL: time.Second, Retry: 100 * time.Millisecond}
 	lapsed := run(t, o)[0]
