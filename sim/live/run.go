@@ -150,22 +150,9 @@ func (r *strategyRun) run(ctx context.Context) error {
 		default:
 		}
 	}
-	var ready <-chan struct{}
-	if r.mechanics == strategy.Work {
-		if err := r.openConns(ctx, r.lanes[0].workers); err != nil {
-			return err
-		}
-		ready = r.startGroups(ctx, &wg, fail)
-	} else {
-		if err := r.openConns(ctx, r.totalWorkers()); err != nil {
-			return err
-		}
-		if r.mechanics == strategy.Lease {
-			if err := r.openLeases(ctx); err != nil {
-				return err
-			}
-		}
-		ready = r.startWorkers(ctx, &wg, fail)
+	ready, err := r.startMechanics(ctx, &wg, fail)
+	if err != nil {
+		return err
 	}
 	if err := waitReady(ctx, ready, errs); err != nil {
 		return err
@@ -189,6 +176,28 @@ func (r *strategyRun) run(ctx context.Context) error {
 		published <- pub.send(ctx, len(r.w.Messages))
 	}()
 	return r.supervise(ctx, published, errs)
+}
+
+// startMechanics opens the workers' connections and starts the workers of the
+// run's mechanics: the work package's groups (groups.go), or the pull
+// workers (worker.go), with a lease bucket for the lease mechanics
+// (lease.go). The channel is closed once they can all receive.
+func (r *strategyRun) startMechanics(ctx context.Context, wg *sync.WaitGroup, fail func(error)) (<-chan struct{}, error) {
+	if r.mechanics == strategy.Work {
+		if err := r.openConns(ctx, r.lanes[0].workers); err != nil {
+			return nil, err
+		}
+		return r.startGroups(ctx, wg, fail), nil
+	}
+	if err := r.openConns(ctx, r.totalWorkers()); err != nil {
+		return nil, err
+	}
+	if r.mechanics == strategy.Lease {
+		if err := r.openLeases(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r.startWorkers(ctx, wg, fail), nil
 }
 
 func (r *strategyRun) totalWorkers() int {
