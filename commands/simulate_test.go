@@ -385,3 +385,34 @@ func TestSimulateKVLease(t *testing.T) {
 		t.Fatalf("kv-lease is not a default strategy:\n%s", out)
 	}
 }
+
+// kv-lease end to end on the embedded server: its settings reach the live
+// run, which takes leases in a real bucket and reports beside the model.
+func TestSimulateLiveKVLease(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	code, out, errs := simMain(t, "simulate", "--live", "--strategy", "kv-lease", "--keys", "uniform:40", "--messages", "80",
+		"--process-time", "2ms", "--lease-ttl", "5s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var doc struct {
+		Mode     string
+		Workload struct {
+			LeaseTTL string `json:"lease_ttl"`
+		}
+		Results []struct {
+			Strategy  string
+			Completed int
+			Model     *struct{ Throughput float64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.Mode != "live" || doc.Workload.LeaseTTL != "5s" || len(doc.Results) != 1 || doc.Results[0].Strategy != "kv-lease" ||
+		doc.Results[0].Completed != 80 || doc.Results[0].Model == nil {
+		t.Fatalf("live kv-lease: %s", out)
+	}
+}
