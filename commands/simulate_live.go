@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -26,9 +27,9 @@ var runLive = live.Run
 func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) ([]render.StrategyResult, *health.Report, error) {
 	var lanes *health.Report
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
-		WorkersPerLane: o.Workers, InProgress: o.InProgress, Keep: o.Keep, Progress: liveProgress(o.IO),
-		BeforeCleanup: func(ctx context.Context, c *connect.Conn, strategy, stream string) {
-			if strategy != live.Lanes {
+		WorkersPerLane: o.Workers, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep, Progress: liveProgress(o.IO),
+		BeforeCleanup: func(ctx context.Context, c *connect.Conn, name, stream string) {
+			if strategy.MustLookup(name).Consumers != strategy.PerPartition {
 				return
 			}
 			r, err := health.Read(ctx, c, health.Options{Stream: stream})

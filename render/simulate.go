@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // Simulation is what lanes simulate reports: the setting, and one result
@@ -38,6 +39,10 @@ type WorkloadInfo struct {
 	InProgress  bool     `json:"in_progress"`
 	Crash       float64  `json:"crash"`
 	Seed        uint64   `json:"seed"`
+	// The kv-lease strategy's settings, when it runs.
+	LeaseTTL   string `json:"lease_ttl,omitempty"`
+	LeaseRetry string `json:"lease_retry,omitempty"`
+	RoundTrip  string `json:"round_trip,omitempty"` // the model's
 }
 
 // StrategyResult is one strategy's figures. In a live run, Model holds the
@@ -68,7 +73,7 @@ func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
 		}
 	}
 	for _, r := range sim.Results {
-		if r.Strategy == model.Lanes && len(r.Lanes) > 0 {
+		if perPartition(r.Strategy) && len(r.Lanes) > 0 {
 			fmt.Fprintln(w)
 			if err := laneLoadTable(w, s, r.Result, sim.LaneNames); err != nil {
 				return err
@@ -117,6 +122,9 @@ func WorkloadLine(wl WorkloadInfo) string {
 	}
 	if wl.MaxDeliver > 0 {
 		parts = append(parts, fmt.Sprintf("max deliver %d", wl.MaxDeliver))
+	}
+	if wl.LeaseTTL != "" {
+		parts = append(parts, fmt.Sprintf("lease TTL %s, retry %s, round trip %s", wl.LeaseTTL, wl.LeaseRetry, wl.RoundTrip))
 	}
 	parts = append(parts, fmt.Sprintf("seed %d", wl.Seed))
 	return strings.Join(parts, ", ")
@@ -169,6 +177,15 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
 		{"final state", simFinalState},
 		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
+	}
+	if slices.ContainsFunc(results, func(r StrategyResult) bool { return leasing(r.Strategy) }) {
+		rows = append(rows, []struct {
+			name string
+			f    func(record.Result) string
+		}{
+			{"lease retries", func(r record.Result) string { return simLeaseFigure(r, r.LeaseRetries) }},
+			{"leases lost", func(r record.Result) string { return simLeaseFigure(r, r.LeasesLost) }},
+		}...)
 	}
 	for _, row := range rows {
 		cells := []string{row.name}
@@ -231,7 +248,7 @@ func SimulationVerdicts(results []StrategyResult) []string {
 	}
 	base := results[0].Result
 	for _, r := range results {
-		if r.Strategy == model.Single {
+		if st, ok := strategy.Lookup(r.Strategy); ok && st.Baseline {
 			base = r.Result
 		}
 	}
@@ -250,22 +267,18 @@ func SimulationVerdicts(results []StrategyResult) []string {
 			}
 		}
 		parts = append(parts, simCorrectness(r.Result)...)
-		if used := simLanesUsed(r.Result); r.Strategy == model.Lanes && used < len(r.Lanes) {
-			parts = append(parts, fmt.Sprintf("only %d of %d lanes carry keys (a key never spreads over lanes)", used, len(r.Lanes)))
+		if st, ok := strategy.Lookup(r.Strategy); ok && st.Notes != nil {
+			parts = append(parts, st.Notes(r.Result)...)
 		}
 		out = append(out, r.Strategy+": "+strings.Join(parts, "; "))
 	}
 	return out
 }
 
-func simLanesUsed(r record.Result) int {
-	n := 0
-	for _, l := range r.Lanes {
-		if l.Messages > 0 {
-			n++
-		}
-	}
-	return n
+// perPartition: the strategy has a lane per partition (a per-lane table).
+func perPartition(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Consumers == strategy.PerPartition
 }
 
 func simCorrectness(r record.Result) []string {
@@ -284,10 +297,32 @@ func simCorrectness(r record.Result) []string {
 	switch {
 	case !r.FinalStateCorrect:
 		parts = append(parts, "final state wrong (an older update was applied last)")
+	case r.StaleDropped > 0 && fenced(r.Strategy):
+		parts = append(parts, fmt.Sprintf("final state right (%d stale %s refused by the lease's fencing token)", r.StaleDropped, simPlural(r.StaleDropped, "write", "writes")))
 	case r.StaleDropped > 0:
 		parts = append(parts, fmt.Sprintf("final state right (%d stale %s dropped by the version check)", r.StaleDropped, simPlural(r.StaleDropped, "update", "updates")))
 	}
 	return parts
+}
+
+// fenced: the strategy's store checks fencing tokens.
+func fenced(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Store == record.Fenced
+}
+
+// leasing: the strategy takes a lease per key.
+func leasing(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Model == strategy.Lease
+}
+
+// simLeaseFigure is a lease figure, "-" for strategies without leases.
+func simLeaseFigure(r record.Result, n int) string {
+	if !leasing(r.Strategy) {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func simFinalState(r record.Result) string {
@@ -298,7 +333,7 @@ func simFinalState(r record.Result) string {
 }
 
 func simHottestLane(r record.Result, names []string) string {
-	if r.Strategy != model.Lanes {
+	if !perPartition(r.Strategy) {
 		return "(one shared consumer)"
 	}
 	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), simPct(r.HottestLaneShare))
