@@ -47,6 +47,9 @@ const (
 type SimulateOptions struct {
 	IO   *IO
 	Plan *planner.Plan
+	// CommandLine is the command as the user typed it (lanes simulate
+	// and its flags), for the hint that suggests the next one.
+	CommandLine []string
 	// SeedStory: no design and no keys were given: the seed design, its
 	// keys (alice, bob, carol) and single versus lanes.
 	SeedStory  bool
@@ -152,7 +155,7 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if c.String("keys") == "file:"+input.Stdin && c.String("file") == input.Stdin {
 		return SimulateOptions{}, usageErrorf("-f - and --keys file:- both read stdin: give one of them a file")
 	}
-	o := SimulateOptions{IO: io, Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
+	o := SimulateOptions{IO: io, CommandLine: typedCommand(c), Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
 		Rate: c.Float64("rate"), Workers: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),
 		Seed: c.Uint64("seed"), Target: model.Target{Rate: c.Float64("target-rate"), P99: c.Duration("target-p99")},
 		PlotPath: c.String("plot"), Live: c.Bool("live"), Keep: c.Bool("keep"), Conn: connectOptions(c)}
@@ -173,6 +176,9 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	o.RoundTrip = c.Duration("round-trip")
 	if err := o.validate(); err != nil {
 		return o, err
+	}
+	if o.Keep && !o.Conn.Given() {
+		fmt.Fprintln(io.Err, "warning: --keep keeps nothing here: with no server named (--server, NATS_URL or --context) the run uses an embedded nats-server that goes away with it")
 	}
 	d, err := readDesign(c)
 	if err != nil {
@@ -373,7 +379,7 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 	var laneReport *health.Report
 	if o.Live {
 		sim.Mode = "live"
-		sim.Results, laneReport, liveErr = liveResults(ctx, o, w, predictions)
+		sim.Results, laneReport, sim.Server, liveErr = liveResults(ctx, o, w, predictions)
 		if liveErr != nil && len(sim.Results) == 0 {
 			return liveErr
 		}
@@ -392,7 +398,7 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 			err = render.InspectTable(o.IO.Out, st, laneReport)
 		}
 		if err == nil && o.SeedStory && !o.Live {
-			fmt.Fprintln(o.IO.Err, "\nnext: lanes simulate --live   (the same on a real, embedded nats-server)")
+			fmt.Fprintf(o.IO.Err, "\nnext: %s   (the same on a real nats-server: %s)\n", shellLine(append(o.CommandLine, "--live")), liveServerWords(o))
 		}
 	}
 	return errors.Join(liveErr, err) // a stopped live run still reports what it saw
@@ -525,4 +531,12 @@ func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.W
 		}
 	}
 	return info
+}
+
+// liveServerWords says which server --live would use with these options.
+func liveServerWords(o SimulateOptions) string {
+	if o.Conn.Given() {
+		return "the one the connection flags, NATS_URL or the natscli context name"
+	}
+	return "an embedded one, no setup"
 }

@@ -293,6 +293,7 @@ func TestSimulateLiveEmbedded(t *testing.T) {
 	}
 	var doc struct {
 		Mode    string
+		Server  string
 		Results []struct {
 			Strategy        string
 			Completed       int
@@ -303,7 +304,7 @@ func TestSimulateLiveEmbedded(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if doc.Mode != "live" || len(doc.Results) != 2 {
+	if doc.Mode != "live" || doc.Server != "embedded" || len(doc.Results) != 2 {
 		t.Fatalf("live document: %s", out)
 	}
 	for _, r := range doc.Results {
@@ -414,5 +415,40 @@ func TestSimulateLiveKVLease(t *testing.T) {
 	if doc.Mode != "live" || doc.Workload.LeaseTTL != "5s" || len(doc.Results) != 1 || doc.Results[0].Strategy != "kv-lease" ||
 		doc.Results[0].Completed != 80 || doc.Results[0].Model == nil {
 		t.Fatalf("live kv-lease: %s", out)
+	}
+}
+
+// The live run says which server it used: a named one by its URL (never
+// its user info), else an embedded one; --keep with an embedded server
+// warns that nothing will be kept; the seed story's hint repeats the
+// user's own flags.
+func TestSimulateSaysWhichServer(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	srv := natstest.Start(t)
+	named := strings.Replace(srv.URL(), "nats://", "nats://someone:s3cret@", 1)
+	code, out, errs := simMain(t, "simulate", "--live", "--messages", "30", "-s", named)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "Live run on "+srv.URL()+" (") {
+		t.Errorf("the heading should name %s:\n%s", srv.URL(), out)
+	}
+	if strings.Contains(out+errs, "s3cret") || strings.Contains(out+errs, "someone") {
+		t.Errorf("user info printed:\n%s\n%s", out, errs)
+	}
+
+	code, out, errs = simMain(t, "simulate", "--live", "--keep", "--messages", "30")
+	if code != 0 || !strings.Contains(out, "Live run on an embedded nats-server") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "--keep keeps nothing here") {
+		t.Errorf("--keep on an embedded server should warn; stderr:\n%s", errs)
+	}
+
+	code, _, errs = simMain(t, "simulate", "--workers", "2", "--process-time", "80ms", "--ack-wait", "50ms")
+	if code != 0 || !strings.Contains(errs, "next: lanes simulate --workers 2 --process-time 80ms --ack-wait 50ms --live") {
+		t.Errorf("the hint should repeat the user's flags; exit %d, stderr:\n%s", code, errs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
@@ -15,7 +16,10 @@ import (
 // Simulation is what lanes simulate reports: the setting, and one result
 // per strategy on the same workload.
 type Simulation struct {
-	Mode           string           `json:"mode"` // model or live
+	Mode string `json:"mode"` // model or live
+	// Server is where a live run ran: its URL without user info, or
+	// "embedded" for the in-process server the run started and removed.
+	Server         string           `json:"server,omitempty"`
 	Design         string           `json:"design"`
 	Subject        string           `json:"subject"`
 	Partitions     int              `json:"partitions"`
@@ -91,7 +95,11 @@ func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
 func simHeading(sim Simulation) string {
 	mode := "Model"
 	if sim.Mode == "live" {
-		mode = "Live run (model's prediction beside each figure)"
+		where := "an embedded nats-server"
+		if sim.Server != "" && sim.Server != "embedded" {
+			where = planner.Printable(sim.Server, 200)
+		}
+		mode = "Live run on " + where + " (model's prediction beside each figure)"
 	}
 	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, sim.Design,
 		sim.Partitions, simPlural(sim.Partitions, "lane", "lanes"), sim.WorkersPerLane, simPlural(sim.WorkersPerLane, "worker", "workers"),

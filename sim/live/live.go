@@ -53,6 +53,9 @@ type Options struct {
 	// completions) when a strategy starts, about twenty times a second while
 	// it runs, and once at its end; always from the goroutine that called Run.
 	Progress func(strategy string, done, total int)
+	// Connected, when set, is told which server the run uses once it is
+	// connected: its URL without user info, or "" for an embedded one.
+	Connected func(server string)
 	// BeforeCleanup, when set, is called after each strategy's workers have
 	// stopped and before its stream is removed (also with Keep), with the
 	// control connection and the stream name, e.g. to print the lane table.
@@ -90,6 +93,13 @@ func Run(ctx context.Context, o Options) (results []record.Result, retErr error)
 		return nil, err
 	}
 	defer c.Close()
+	if o.Connected != nil {
+		server := c.Server
+		if !o.ServerGiven {
+			server = ""
+		}
+		o.Connected(server)
+	}
 
 	id := randomID()
 	var created []*sandbox
