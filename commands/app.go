@@ -28,6 +28,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	io := newIO(stdin, stdout, stderr)
 	app := newApp(io)
+	app.Metadata = map[string]any{typedArgsKey: args}
 	unknown := ""
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, joinOptionalValues(app, args))

@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/sim/model"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // completeCommand is the hidden command the completion scripts call with
@@ -158,7 +158,7 @@ func flagValues(ctx context.Context, cmd *cli.Command, flag string, words []stri
 	case "retention":
 		return []string{"limits", "workqueue", "interest"}
 	case "strategy":
-		return model.Strategies
+		return strategy.Names()
 	case "context":
 		return natsContexts()
 	case "stream":

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -27,7 +29,7 @@ var simulateFormats = []string{"table", "json"}
 // The seed story: what lanes simulate runs with no arguments.
 var (
 	seedKeys       = []string{"alice", "bob", "carol"}
-	seedStrategies = []string{model.Single, model.Lanes}
+	seedStrategies = []strategy.Strategy{strategy.Single, strategy.Lanes}
 )
 
 const (
@@ -38,16 +40,20 @@ const (
 	catStrategy     = "Strategies and workers"
 	catSweep        = "Sweep (model only)"
 	catLive         = "Live run"
+	catLease        = "kv-lease strategy"
 )
 
 // SimulateOptions is everything lanes simulate needs, validated.
 type SimulateOptions struct {
 	IO   *IO
 	Plan *planner.Plan
+	// CommandLine is the command as the user typed it (lanes simulate
+	// and its flags), for the hint that suggests the next one.
+	CommandLine []string
 	// SeedStory: no design and no keys were given: the seed design, its
 	// keys (alice, bob, carol) and single versus lanes.
 	SeedStory  bool
-	Strategies []string
+	Strategies []strategy.Strategy
 	// Keys is uniform:K, zipf:K:S or file:PATH; empty means the default
 	// (the seed's keys, or uniform:100), unless FromStream is set.
 	Keys       string
@@ -66,15 +72,19 @@ type SimulateOptions struct {
 	PlotFormat string
 	Live       bool
 	Keep       bool
-	Conn       connect.Options
-	Output     string
+	// Lease and RoundTrip are the kv-lease strategy's settings (RoundTrip
+	// for the model only: the live run has real ones).
+	Lease     strategy.LeaseSettings
+	RoundTrip time.Duration
+	Conn      connect.Options
+	Output    string
 }
 
 func simulateCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
-		&cli.StringFlag{Name: "strategy", Usage: "strategies to compare, a `LIST` of single, lanes, unordered, versioned (default: all four; single,lanes for the seed story)", Category: catStrategy},
+		&cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy},
 		&cli.IntFlag{Name: "workers", Value: 1, Usage: "workers per lane `N`; every strategy gets partitions x N workers", Category: catStrategy},
-		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered", Category: catStrategy},
+		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered (kv-lease: and renew their lease)", Category: catStrategy},
 		&cli.StringFlag{Name: "keys", Usage: "key distribution `SPEC`: uniform:K, zipf:K:S, or file:PATH (one subject or bare key per line, optional count)", Category: catWorkload},
 		&cli.StringFlag{Name: "from-stream", Usage: "take the keys and their weights from the per-subject message counts of stream `NAME` (needs a server)", Category: catWorkload},
 		&cli.IntFlag{Name: "messages", Value: defaultMessages, Usage: "messages to publish `N`", Category: catWorkload},
@@ -88,6 +98,9 @@ func simulateCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "plot", Usage: "write the sweep chart to `FILE` (.png or .svg)", Category: catSweep},
 		&cli.BoolFlag{Name: "live", Usage: "run on a real server too (the connection flags', or an embedded one) and show it beside the model", Category: catLive},
 		&cli.BoolFlag{Name: "keep", Usage: "with --live: keep the stream and lanes it created", Category: catLive},
+		&cli.DurationFlag{Name: "lease-ttl", Value: strategy.DefaultLeaseTTL, Usage: "the per-key lease's time to live `D` (whole seconds, 1s or more); with --in-progress the holder renews it every TTL/3", Category: catLease},
+		&cli.DurationFlag{Name: "lease-retry", Usage: "the nak delay `D` of a message whose key another worker has leased: it is delivered again after D", DefaultText: "half the mean processing time, 10ms or more", Category: catLease, Action: positive("lease-retry")},
+		&cli.DurationFlag{Name: "round-trip", Value: model.DefaultRoundTrip, Usage: "the model's time `D` for a request to the server and its answer: taking a lease costs 1 to 3 (KeyValue.Create), releasing it 1", Category: catLease},
 		outputFlag(simulateFormats...),
 	)
 	flags = append(flags, connectFlags()...)
@@ -96,19 +109,17 @@ func simulateCommand(io *IO) *cli.Command {
 		Usage: "predict a design's throughput, latency and order, then prove it live",
 		UsageText: "lanes simulate [design flags | -f FILE] [--strategy LIST] [--keys uniform:K|zipf:K:S|file:PATH] [--from-stream NAME]\n" +
 			"   [--messages N] [--rate R] [--process-time D|exp:D|lognormal:P50:P99] [--ack-wait D] [--workers N] [--crash P]\n" +
-			"   [--in-progress] [--seed N] [--sweep A..B --target-rate R --target-p99 D --plot FILE] [--live [--keep]] [-o table|json]",
+			"   [--in-progress] [--seed N] [--sweep A..B --target-rate R --target-p99 D --plot FILE] [--live [--keep]]\n" +
+			"   [--lease-ttl D] [--lease-retry D] [--round-trip D] [-o table|json]",
 		Description: `Run the same workload through several ways of consuming it and compare
 throughput, latency, per-key order, duplicates and final state:
 
-   single     one shared consumer, MaxAckPending=1 (serial: order, no speed)
-   lanes      the design: one serial lane per partition
-   unordered  one shared consumer, MaxAckPending = all workers (fast, unordered)
-   versioned  unordered into a version-checked store (final state right)
-
-Every strategy gets the same workers: partitions x --workers. The model is a
-deterministic discrete-event simulation of JetStream pull consumers (ack
-wait, late acks, redelivery, max deliver, in-progress acks, backoff, pinned
-workers); --live runs it on a real server and shows both.
+` + strategyList() + `
+Every strategy gets the same workers: partitions x --workers. kv-lease runs
+when named (--strategy lanes,kv-lease). The model is a deterministic
+discrete-event simulation of JetStream pull consumers (ack wait, late acks,
+redelivery, max deliver, in-progress acks, backoff, pinned workers, leases);
+--live runs it on a real server and shows both.
 With no arguments: the seed story (alice, bob and carol; single vs 8 lanes).
 
 Examples:
@@ -119,6 +130,7 @@ Examples:
    lanes simulate -f lanes.yaml --keys file:keys.txt --sweep 1..64 --target-rate 5000 --target-p99 200ms --plot sweep.png
    lanes simulate -f lanes.yaml --from-stream ORDERS --server nats://host:4222
    lanes simulate --live                                                                   # embedded server
+   lanes simulate --strategy lanes,kv-lease --keys zipf:200:1.1 --process-time 20ms        # the lease alternative
    lanes simulate -o json | jq '.results[] | {strategy, throughput, order_violations}'`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
@@ -143,7 +155,7 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if c.String("keys") == "file:"+input.Stdin && c.String("file") == input.Stdin {
 		return SimulateOptions{}, usageErrorf("-f - and --keys file:- both read stdin: give one of them a file")
 	}
-	o := SimulateOptions{IO: io, Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
+	o := SimulateOptions{IO: io, CommandLine: typedCommand(c), Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
 		Rate: c.Float64("rate"), Workers: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),
 		Seed: c.Uint64("seed"), Target: model.Target{Rate: c.Float64("target-rate"), P99: c.Duration("target-p99")},
 		PlotPath: c.String("plot"), Live: c.Bool("live"), Keep: c.Bool("keep"), Conn: connectOptions(c)}
@@ -157,8 +169,16 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if err := o.parseSweep(c.String("sweep")); err != nil {
 		return o, err
 	}
+	o.Lease = strategy.LeaseSettings{TTL: c.Duration("lease-ttl"), Retry: c.Duration("lease-retry")}
+	if o.Lease.Retry == 0 {
+		o.Lease.Retry = strategy.DefaultLeaseRetry(o.Process.Average())
+	}
+	o.RoundTrip = c.Duration("round-trip")
 	if err := o.validate(); err != nil {
 		return o, err
+	}
+	if o.Keep && !o.Conn.Given() {
+		fmt.Fprintln(io.Err, "warning: --keep keeps nothing here: with no server named (--server, NATS_URL or --context) the run uses an embedded nats-server that goes away with it")
 	}
 	d, err := readDesign(c)
 	if err != nil {
@@ -177,8 +197,28 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if err := o.checkSize(0); err != nil {
 		return o, err
 	}
-	o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory)
-	return o, err
+	if o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory); err != nil {
+		return o, err
+	}
+	return o, o.checkLease(c)
+}
+
+// checkLease refuses the kv-lease settings without the strategy, and a
+// lease TTL the server cannot hold.
+func (o SimulateOptions) checkLease(c *cli.Context) error {
+	leasing := slices.ContainsFunc(o.Strategies, func(s strategy.Strategy) bool { return s.Model == strategy.Lease })
+	for _, f := range []string{"lease-ttl", "lease-retry", "round-trip"} {
+		if c.IsSet(f) && !leasing {
+			return usageErrorf("--%s belongs to the kv-lease strategy: add --strategy kv-lease", f)
+		}
+	}
+	switch ttl := o.Lease.TTL; {
+	case ttl < time.Second || ttl%time.Second != 0:
+		return usageErrorf("--lease-ttl %s: must be whole seconds, 1s or more (the server's per-key TTLs)", ttl)
+	case o.RoundTrip < 0:
+		return usageErrorf("--round-trip %s: cannot be negative", o.RoundTrip)
+	}
+	return nil
 }
 
 // workers is every strategy's worker count: the most partitions tried
@@ -269,24 +309,39 @@ func (o *SimulateOptions) parseSweep(s string) error {
 	return nil
 }
 
-func parseStrategies(s string, seed bool) ([]string, error) {
+// strategyUsage and strategyList describe the registry's strategies.
+func strategyUsage() string {
+	return fmt.Sprintf("strategies to compare, a `LIST` of %s (default: %s; single,lanes for the seed story)",
+		strings.Join(strategy.Names(), ", "), strings.Join(strategy.NamesOf(strategy.Defaults()), ","))
+}
+
+func strategyList() string {
+	var b strings.Builder
+	width := 0
+	for _, s := range strategy.All {
+		width = max(width, len(s.Name))
+	}
+	for _, s := range strategy.All {
+		fmt.Fprintf(&b, "   %-*s  %s\n", width, s.Name, s.Summary)
+	}
+	return b.String()
+}
+
+func parseStrategies(s string, seed bool) ([]strategy.Strategy, error) {
 	if s == "" {
 		if seed {
 			return seedStrategies, nil
 		}
-		return model.Strategies, nil
+		return strategy.Defaults(), nil
 	}
-	var out []string
+	var out []strategy.Strategy
 	for _, name := range splitList(s) {
-		name = strings.ToLower(name)
-		if name == "kv-lease" {
-			return nil, usageErrorf("--strategy %q: kv-lease is not built yet; choose from %s", s, strings.Join(model.Strategies, ", "))
+		st, ok := strategy.Lookup(name)
+		if !ok {
+			return nil, usageErrorf("--strategy %q: unknown strategy %q; choose from %s", s, strings.ToLower(name), strings.Join(strategy.Names(), ", "))
 		}
-		if !slices.Contains(model.Strategies, name) {
-			return nil, usageErrorf("--strategy %q: unknown strategy %q; choose from %s", s, name, strings.Join(model.Strategies, ", "))
-		}
-		if !slices.Contains(out, name) {
-			out = append(out, name)
+		if !slices.ContainsFunc(out, func(o strategy.Strategy) bool { return o.Name == st.Name }) {
+			out = append(out, st)
 		}
 	}
 	if len(out) == 0 {
@@ -324,7 +379,7 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 	var laneReport *health.Report
 	if o.Live {
 		sim.Mode = "live"
-		sim.Results, laneReport, liveErr = liveResults(ctx, o, w, predictions)
+		sim.Results, laneReport, sim.Server, liveErr = liveResults(ctx, o, w, predictions)
 		if liveErr != nil && len(sim.Results) == 0 {
 			return liveErr
 		}
@@ -343,7 +398,7 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 			err = render.InspectTable(o.IO.Out, st, laneReport)
 		}
 		if err == nil && o.SeedStory && !o.Live {
-			fmt.Fprintln(o.IO.Err, "\nnext: lanes simulate --live   (the same on a real, embedded nats-server)")
+			fmt.Fprintf(o.IO.Err, "\nnext: %s   (the same on a real nats-server: %s)\n", shellLine(append(o.CommandLine, "--live")), liveServerWords(o))
 		}
 	}
 	return errors.Join(liveErr, err) // a stopped live run still reports what it saw
@@ -367,15 +422,15 @@ func modelResults(ctx context.Context, o SimulateOptions, w *workload.Workload) 
 	return out, nil
 }
 
-func modelConfig(o SimulateOptions, strategy string, partitions int, keyPartition []int) model.Config {
+func modelConfig(o SimulateOptions, st strategy.Strategy, partitions int, keyPartition []int) model.Config {
 	l := o.Plan.Design.Lane
 	lane := model.Lane{AckWait: l.AckWait.D(), MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending,
 		Pinned: l.Pinned, PinnedTTL: l.PinnedTTL.D()}
 	for _, b := range l.BackOff {
 		lane.BackOff = append(lane.BackOff, b.D())
 	}
-	return model.Config{Strategy: strategy, Partitions: partitions, WorkersPerLane: o.Workers,
-		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress}
+	return model.Config{Strategy: st, Partitions: partitions, WorkersPerLane: o.Workers,
+		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress, Lease: o.Lease, RoundTrip: o.RoundTrip}
 }
 
 // keyPartitions places every workload key with the planner's hash, the
@@ -405,7 +460,7 @@ func simLaneNames(p *planner.Plan) []string {
 func runSweep(ctx context.Context, o SimulateOptions, spec workload.Spec, info render.WorkloadInfo) error {
 	sc := model.SweepConfig{
 		From: o.SweepFrom, To: o.SweepTo, Target: o.Target, Headroom: model.DefaultHeadroom,
-		Base: modelConfig(o, model.Lanes, o.Plan.Design.Partitions, nil),
+		Base: modelConfig(o, strategy.Lanes, o.Plan.Design.Partitions, nil),
 		KeyPartition: func(n int) ([]int, error) {
 			d := o.Plan.Design
 			d.Partitions = n
@@ -467,10 +522,21 @@ func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.W
 		}
 		info.AckWait = "backoff " + strings.Join(steps, ",")
 	}
+	if slices.ContainsFunc(o.Strategies, func(s strategy.Strategy) bool { return s.Model == strategy.Lease }) {
+		info.LeaseTTL, info.LeaseRetry, info.RoundTrip = o.Lease.TTL.String(), o.Lease.Retry.String(), o.RoundTrip.String()
+	}
 	if n := len(w.Spec.Keys.Names); n <= 5 {
 		for _, k := range w.Spec.Keys.Names { // from a file or a stream: escaped for the terminal
 			info.KeySample = append(info.KeySample, planner.Printable(k, 80))
 		}
 	}
 	return info
+}
+
+// liveServerWords says which server --live would use with these options.
+func liveServerWords(o SimulateOptions) string {
+	if o.Conn.Given() {
+		return "the one the connection flags, NATS_URL or the natscli context name"
+	}
+	return "an embedded one, no setup"
 }

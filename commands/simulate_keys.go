@@ -7,10 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/input"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -119,32 +118,30 @@ func streamKeys(ctx context.Context, o SimulateOptions) (workload.Keys, error) {
 }
 
 func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[string]uint64, error) {
-	gctx, release := conn.Guard(ctx) // a permissions violation fails at once
-	defer release()
-	rctx, cancel := conn.Ctx(gctx)
-	defer cancel()
+	api := jsapi.New(conn)
 	fail := func(err error) error {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if jsapi.IsStreamNotFound(err) {
 			return usageErrorf("--from-stream %q: no such stream on %s", stream, conn.Server)
 		}
-		if ce := conn.Classify(rctx, err); ce.Kind != connect.KindOther {
-			return ce
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return err
 		}
 		return fmt.Errorf("--from-stream %q: reading its subject counts: %w", stream, err)
 	}
-	s, err := conn.JS.Stream(rctx, stream)
+	info, err := api.StreamInfo(ctx, stream)
 	if err != nil {
 		return nil, fail(err)
 	}
 	// The same cap as inspect's placement check: one page of the subject list.
-	if n := s.CachedInfo().State.NumSubjects; n > planner.MaxSubjects {
+	if n := info.State.NumSubjects; n > planner.MaxSubjects {
 		return nil, usageErrorf("--from-stream %q has %d subjects; simulate reads at most %d: use --keys file: with a sample (nats stream subjects %s)", stream, n, planner.MaxSubjects, stream)
 	}
-	info, err := s.Info(rctx, jetstream.WithSubjectFilter(">"))
+	counts, err := api.Subjects(ctx, stream, ">")
 	if err != nil {
 		return nil, fail(err)
 	}
-	return info.State.Subjects, nil
+	return counts, nil
 }
 
 func keysFromCounts(p *planner.Plan, stream string, counts map[string]uint64) (workload.Keys, error) {

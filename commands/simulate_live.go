@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -23,12 +24,18 @@ var runLive = live.Run
 // beside each live result.
 // It also returns the lanes strategy's lane report, read on the server as
 // lanes inspect would before the run's stream is removed.
-func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) ([]render.StrategyResult, *health.Report, error) {
-	var lanes *health.Report
+// server is where the run ran (see render.Simulation.Server).
+func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) (results []render.StrategyResult, lanes *health.Report, server string, err error) {
+	server = "embedded"
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
-		WorkersPerLane: o.Workers, InProgress: o.InProgress, Keep: o.Keep, Progress: liveProgress(o.IO),
-		BeforeCleanup: func(ctx context.Context, c *connect.Conn, strategy, stream string) {
-			if strategy != live.Lanes {
+		WorkersPerLane: o.Workers, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep, Progress: liveProgress(o.IO),
+		Connected: func(url string) {
+			if url != "" {
+				server = url
+			}
+		},
+		BeforeCleanup: func(ctx context.Context, c *connect.Conn, name, stream string) {
+			if strategy.MustLookup(name).Consumers != strategy.PerPartition {
 				return
 			}
 			r, err := health.Inspect(ctx, c, health.Options{Stream: stream})
@@ -38,21 +45,20 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 			}
 			lanes = r
 		}}
-	results, err := runLive(ctx, req)
+	ran, err := runLive(ctx, req)
 	if o.IO.ErrTTY {
 		fmt.Fprintln(o.IO.Err) // end the progress line
 	}
-	var out []render.StrategyResult
-	for _, r := range results {
+	for _, r := range ran {
 		sr := render.StrategyResult{Result: r}
 		for i := range predictions {
 			if predictions[i].Strategy == r.Strategy {
 				sr.Model = &predictions[i]
 			}
 		}
-		out = append(out, sr)
+		results = append(results, sr)
 	}
-	return out, lanes, err
+	return results, lanes, server, err
 }
 
 // liveProgress draws a progress bar per strategy on stderr when it is a

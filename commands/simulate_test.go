@@ -16,6 +16,7 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 func simMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -127,33 +128,37 @@ func TestSimulateUsageErrors(t *testing.T) {
 	badKeys := filepath.Join(dir, "keys.txt")
 	os.WriteFile(badKeys, []byte("msgs.received_from.alice\nnot.a.match.here\n"), 0o644)
 	cases := map[string][]string{
-		`--process-time "fast"`:      {"--process-time", "fast"},
-		`--process-time "exp:0"`:     {"--process-time", "exp:0"},
-		`--keys "zipf:10"`:           {"--keys", "zipf:10"},
-		`--keys "normal:5"`:          {"--keys", "normal:5"},
-		"--messages 0":               {"--messages", "0"},
-		"--rate -1":                  {"--rate", "-1"},
-		"--crash 1.5":                {"--crash", "1.5"},
-		"--workers 0":                {"--workers", "0"},
-		`unknown strategy "fast"`:    {"--strategy", "lanes,fast"},
-		`--strategy "kv-lease"`:      {"--strategy", "kv-lease"},
-		`--sweep "9..3"`:             {"--sweep", "9..3"},
-		`--sweep "a..b"`:             {"--sweep", "a..b"},
-		`--plot "chart.gif"`:         {"--sweep", "1..4", "--plot", "chart.gif"},
-		"--target-rate":              {"--target-rate", "100"},
-		`--from-stream "ORDERS"`:     {"--from-stream", "ORDERS"},
-		"--keep":                     {"--keep"},
-		"--sweep runs the model":     {"--sweep", "1..4", "--live"},
-		"--keys file:":               {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
-		"line 2":                     {"--keys", "file:" + badKeys},
-		"--output":                   {"-o", "yaml"},
-		"partitions":                 {"--partitions", "0"},
-		"no arguments":               {"extra"},
-		"--keys is empty":            {"--keys", ""},
-		"--from-stream is empty":     {"--from-stream", "", "-s", "nats://127.0.0.1:1"},
-		"not a valid stream name":    {"--from-stream", "A.B", "-s", "nats://127.0.0.1:1"},
-		"--target-p99 0s":            {"--sweep", "1..4", "--target-p99", "0s"},
-		"--keys file: names no file": {"--keys", "file:"},
+		`--process-time "fast"`:                        {"--process-time", "fast"},
+		`--process-time "exp:0"`:                       {"--process-time", "exp:0"},
+		`--keys "zipf:10"`:                             {"--keys", "zipf:10"},
+		`--keys "normal:5"`:                            {"--keys", "normal:5"},
+		"--messages 0":                                 {"--messages", "0"},
+		"--rate -1":                                    {"--rate", "-1"},
+		"--crash 1.5":                                  {"--crash", "1.5"},
+		"--workers 0":                                  {"--workers", "0"},
+		`unknown strategy "fast"`:                      {"--strategy", "lanes,fast"},
+		"--lease-ttl 1.5s: must be whole seconds":      {"--strategy", "kv-lease", "--lease-ttl", "1500ms"},
+		"--lease-ttl belongs to the kv-lease strategy": {"--lease-ttl", "5s"},
+		"--round-trip belongs to the kv-lease":         {"--strategy", "lanes", "--round-trip", "1ms"},
+		"--lease-retry 0s: must be a positive":         {"--strategy", "kv-lease", "--lease-retry", "0s"},
+		"--round-trip -1ms: cannot be negative":        {"--strategy", "kv-lease", "--round-trip", "-1ms"},
+		`--sweep "9..3"`:                               {"--sweep", "9..3"},
+		`--sweep "a..b"`:                               {"--sweep", "a..b"},
+		`--plot "chart.gif"`:                           {"--sweep", "1..4", "--plot", "chart.gif"},
+		"--target-rate":                                {"--target-rate", "100"},
+		`--from-stream "ORDERS"`:                       {"--from-stream", "ORDERS"},
+		"--keep":                                       {"--keep"},
+		"--sweep runs the model":                       {"--sweep", "1..4", "--live"},
+		"--keys file:":                                 {"--keys", "file:" + filepath.Join(dir, "missing.txt")},
+		"line 2":                                       {"--keys", "file:" + badKeys},
+		"--output":                                     {"-o", "yaml"},
+		"partitions":                                   {"--partitions", "0"},
+		"no arguments":                                 {"extra"},
+		"--keys is empty":                              {"--keys", ""},
+		"--from-stream is empty":                       {"--from-stream", "", "-s", "nats://127.0.0.1:1"},
+		"not a valid stream name":                      {"--from-stream", "A.B", "-s", "nats://127.0.0.1:1"},
+		"--target-p99 0s":                              {"--sweep", "1..4", "--target-p99", "0s"},
+		"--keys file: names no file":                   {"--keys", "file:"},
 	}
 	for want, args := range cases {
 		code, out, errs := simMain(t, append([]string{"simulate"}, args...)...)
@@ -245,7 +250,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		req.Progress("lanes", 1, 2)
 		var out []record.Result
 		for _, s := range req.Strategies {
-			out = append(out, record.Result{Strategy: s, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
+			out = append(out, record.Result{Strategy: s.Name, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
 		}
 		return out, nil
 	}
@@ -254,7 +259,7 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	if got.ServerGiven || got.WorkersPerLane != 2 || !got.InProgress || !got.Keep || got.Plan.Design.Partitions != 8 ||
-		strings.Join(got.Strategies, ",") != "single,lanes" || got.Plan.Design.Lane.AckWait.D() != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 {
+		strings.Join(strategy.NamesOf(got.Strategies), ",") != "single,lanes" || got.Plan.Design.Lane.AckWait.D() != planner.DefaultAckWait || len(got.Workload.Messages) != 1000 {
 		t.Fatalf("live request %+v", got)
 	}
 	doc := simJSON(t, "--live")
@@ -288,6 +293,7 @@ func TestSimulateLiveEmbedded(t *testing.T) {
 	}
 	var doc struct {
 		Mode    string
+		Server  string
 		Results []struct {
 			Strategy        string
 			Completed       int
@@ -298,7 +304,7 @@ func TestSimulateLiveEmbedded(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if doc.Mode != "live" || len(doc.Results) != 2 {
+	if doc.Mode != "live" || doc.Server != "embedded" || len(doc.Results) != 2 {
 		t.Fatalf("live document: %s", out)
 	}
 	for _, r := range doc.Results {
@@ -358,5 +364,91 @@ func TestKeysFromCountsUnmapsAndSkips(t *testing.T) {
 	}
 	if _, err := keysFromCounts(p, "ORDERS", map[string]uint64{"other.subject": 9}); err == nil || exitCode(err) != ExitUsage {
 		t.Fatalf("no matching subject: %v", err)
+	}
+}
+
+// --strategy kv-lease runs the lease strategy beside the others, with its
+// settings in the workload and its own figures in the results.
+func TestSimulateKVLease(t *testing.T) {
+	doc := simJSON(t, "--strategy", "lanes,kv-lease", "--keys", "zipf:200:1.2", "--messages", "2000", "--lease-ttl", "2s", "--lease-retry", "3ms", "--round-trip", "1ms")
+	if len(doc.Results) != 2 || doc.Results[1]["strategy"] != "kv-lease" {
+		t.Fatalf("results: %v", doc.Results)
+	}
+	lease := doc.Results[1]
+	if simNum(t, lease, "partitions") != 1 || simNum(t, lease, "workers_per_lane") != 8 || simNum(t, lease, "lease_retries") == 0 {
+		t.Fatalf("kv-lease: %v", lease)
+	}
+	code, out, errs := simMain(t, "simulate", "--strategy", "kv-lease", "--keys", "uniform:50", "--lease-ttl", "2s")
+	if code != 0 || !strings.Contains(out, "lease TTL 2s, retry 10ms, round trip 200µs") || !strings.Contains(out, "kv-lease: the baseline") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, _ := simMain(t, "simulate", "--keys", "uniform:50"); code != 0 || strings.Contains(out, "kv-lease") || strings.Contains(out, "lease TTL") {
+		t.Fatalf("kv-lease is not a default strategy:\n%s", out)
+	}
+}
+
+// kv-lease end to end on the embedded server: its settings reach the live
+// run, which takes leases in a real bucket and reports beside the model.
+func TestSimulateLiveKVLease(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	code, out, errs := simMain(t, "simulate", "--live", "--strategy", "kv-lease", "--keys", "uniform:40", "--messages", "80",
+		"--process-time", "2ms", "--lease-ttl", "5s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	var doc struct {
+		Mode     string
+		Workload struct {
+			LeaseTTL string `json:"lease_ttl"`
+		}
+		Results []struct {
+			Strategy  string
+			Completed int
+			Model     *struct{ Throughput float64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.Mode != "live" || doc.Workload.LeaseTTL != "5s" || len(doc.Results) != 1 || doc.Results[0].Strategy != "kv-lease" ||
+		doc.Results[0].Completed != 80 || doc.Results[0].Model == nil {
+		t.Fatalf("live kv-lease: %s", out)
+	}
+}
+
+// The live run says which server it used: a named one by its URL (never
+// its user info), else an embedded one; --keep with an embedded server
+// warns that nothing will be kept; the seed story's hint repeats the
+// user's own flags.
+func TestSimulateSaysWhichServer(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	t.Setenv("NATS_CONTEXT", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	srv := natstest.Start(t)
+	named := strings.Replace(srv.URL(), "nats://", "nats://someone:s3cret@", 1)
+	code, out, errs := simMain(t, "simulate", "--live", "--messages", "30", "-s", named)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "Live run on "+srv.URL()+" (") {
+		t.Errorf("the heading should name %s:\n%s", srv.URL(), out)
+	}
+	if strings.Contains(out+errs, "s3cret") || strings.Contains(out+errs, "someone") {
+		t.Errorf("user info printed:\n%s\n%s", out, errs)
+	}
+
+	code, out, errs = simMain(t, "simulate", "--live", "--keep", "--messages", "30")
+	if code != 0 || !strings.Contains(out, "Live run on an embedded nats-server") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "--keep keeps nothing here") {
+		t.Errorf("--keep on an embedded server should warn; stderr:\n%s", errs)
+	}
+
+	code, _, errs = simMain(t, "simulate", "--workers", "2", "--process-time", "80ms", "--ack-wait", "50ms")
+	if code != 0 || !strings.Contains(errs, "next: lanes simulate --workers 2 --process-time 80ms --ack-wait 50ms --live") {
+		t.Errorf("the hint should repeat the user's flags; exit %d, stderr:\n%s", code, errs)
 	}
 }

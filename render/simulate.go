@@ -7,14 +7,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // Simulation is what lanes simulate reports: the setting, and one result
 // per strategy on the same workload.
 type Simulation struct {
-	Mode           string           `json:"mode"` // model or live
+	Mode string `json:"mode"` // model or live
+	// Server is where a live run ran: its URL without user info, or
+	// "embedded" for the in-process server the run started and removed.
+	Server         string           `json:"server,omitempty"`
 	Design         string           `json:"design"`
 	Subject        string           `json:"subject"`
 	Partitions     int              `json:"partitions"`
@@ -38,6 +43,10 @@ type WorkloadInfo struct {
 	InProgress  bool     `json:"in_progress"`
 	Crash       float64  `json:"crash"`
 	Seed        uint64   `json:"seed"`
+	// The kv-lease strategy's settings, when it runs.
+	LeaseTTL   string `json:"lease_ttl,omitempty"`
+	LeaseRetry string `json:"lease_retry,omitempty"`
+	RoundTrip  string `json:"round_trip,omitempty"` // the model's
 }
 
 // StrategyResult is one strategy's figures. In a live run, Model holds the
@@ -68,7 +77,7 @@ func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
 		}
 	}
 	for _, r := range sim.Results {
-		if r.Strategy == model.Lanes && len(r.Lanes) > 0 {
+		if perPartition(r.Strategy) && len(r.Lanes) > 0 {
 			fmt.Fprintln(w)
 			if err := laneLoadTable(w, s, r.Result, sim.LaneNames); err != nil {
 				return err
@@ -86,7 +95,11 @@ func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
 func simHeading(sim Simulation) string {
 	mode := "Model"
 	if sim.Mode == "live" {
-		mode = "Live run (model's prediction beside each figure)"
+		where := "an embedded nats-server"
+		if sim.Server != "" && sim.Server != "embedded" {
+			where = planner.Printable(sim.Server, 200)
+		}
+		mode = "Live run on " + where + " (model's prediction beside each figure)"
 	}
 	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, sim.Design,
 		sim.Partitions, simPlural(sim.Partitions, "lane", "lanes"), sim.WorkersPerLane, simPlural(sim.WorkersPerLane, "worker", "workers"),
@@ -117,6 +130,9 @@ func WorkloadLine(wl WorkloadInfo) string {
 	}
 	if wl.MaxDeliver > 0 {
 		parts = append(parts, fmt.Sprintf("max deliver %d", wl.MaxDeliver))
+	}
+	if wl.LeaseTTL != "" {
+		parts = append(parts, fmt.Sprintf("lease TTL %s, retry %s, round trip %s", wl.LeaseTTL, wl.LeaseRetry, wl.RoundTrip))
 	}
 	parts = append(parts, fmt.Sprintf("seed %d", wl.Seed))
 	return strings.Join(parts, ", ")
@@ -169,6 +185,15 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
 		{"final state", simFinalState},
 		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
+	}
+	if slices.ContainsFunc(results, func(r StrategyResult) bool { return leasing(r.Strategy) }) {
+		rows = append(rows, []struct {
+			name string
+			f    func(record.Result) string
+		}{
+			{"lease retries", func(r record.Result) string { return simLeaseFigure(r, r.LeaseRetries) }},
+			{"leases lost", func(r record.Result) string { return simLeaseFigure(r, r.LeasesLost) }},
+		}...)
 	}
 	for _, row := range rows {
 		cells := []string{row.name}
@@ -231,7 +256,7 @@ func SimulationVerdicts(results []StrategyResult) []string {
 	}
 	base := results[0].Result
 	for _, r := range results {
-		if r.Strategy == model.Single {
+		if st, ok := strategy.Lookup(r.Strategy); ok && st.Baseline {
 			base = r.Result
 		}
 	}
@@ -250,22 +275,18 @@ func SimulationVerdicts(results []StrategyResult) []string {
 			}
 		}
 		parts = append(parts, simCorrectness(r.Result)...)
-		if used := simLanesUsed(r.Result); r.Strategy == model.Lanes && used < len(r.Lanes) {
-			parts = append(parts, fmt.Sprintf("only %d of %d lanes carry keys (a key never spreads over lanes)", used, len(r.Lanes)))
+		if st, ok := strategy.Lookup(r.Strategy); ok && st.Notes != nil {
+			parts = append(parts, st.Notes(r.Result)...)
 		}
 		out = append(out, r.Strategy+": "+strings.Join(parts, "; "))
 	}
 	return out
 }
 
-func simLanesUsed(r record.Result) int {
-	n := 0
-	for _, l := range r.Lanes {
-		if l.Messages > 0 {
-			n++
-		}
-	}
-	return n
+// perPartition: the strategy has a lane per partition (a per-lane table).
+func perPartition(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Consumers == strategy.PerPartition
 }
 
 func simCorrectness(r record.Result) []string {
@@ -284,10 +305,32 @@ func simCorrectness(r record.Result) []string {
 	switch {
 	case !r.FinalStateCorrect:
 		parts = append(parts, "final state wrong (an older update was applied last)")
+	case r.StaleDropped > 0 && fenced(r.Strategy):
+		parts = append(parts, fmt.Sprintf("final state right (%d stale %s refused by the lease's fencing token)", r.StaleDropped, simPlural(r.StaleDropped, "write", "writes")))
 	case r.StaleDropped > 0:
 		parts = append(parts, fmt.Sprintf("final state right (%d stale %s dropped by the version check)", r.StaleDropped, simPlural(r.StaleDropped, "update", "updates")))
 	}
 	return parts
+}
+
+// fenced: the strategy's store checks fencing tokens.
+func fenced(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Store == record.Fenced
+}
+
+// leasing: the strategy takes a lease per key.
+func leasing(name string) bool {
+	st, ok := strategy.Lookup(name)
+	return ok && st.Model == strategy.Lease
+}
+
+// simLeaseFigure is a lease figure, "-" for strategies without leases.
+func simLeaseFigure(r record.Result, n int) string {
+	if !leasing(r.Strategy) {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func simFinalState(r record.Result) string {
@@ -298,7 +341,7 @@ func simFinalState(r record.Result) string {
 }
 
 func simHottestLane(r record.Result, names []string) string {
-	if r.Strategy != model.Lanes {
+	if !perPartition(r.Strategy) {
 		return "(one shared consumer)"
 	}
 	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), simPct(r.HottestLaneShare))

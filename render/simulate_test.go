@@ -148,3 +148,27 @@ func TestSweepPlot(t *testing.T) {
 		t.Fatal("gif accepted")
 	}
 }
+
+// kv-lease beside lanes in a live run: its lease figures get rows of
+// their own ("-" for lanes), the heading names its settings, and its
+// verdict says what the leases and the fencing token did.
+func TestLiveKVLeaseTableGolden(t *testing.T) {
+	sim := seedSimulation()
+	sim.Mode = "live"
+	sim.Workload.LeaseTTL, sim.Workload.LeaseRetry, sim.Workload.RoundTrip = "1s", "5ms", "200µs"
+	lease := record.Result{Strategy: "kv-lease", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 330.2,
+		LatencyP50ms: 1500, LatencyP99ms: 2900, LatencyMaxms: 3000, DrainSeconds: 3.03, OrderViolations: 41, Executions: 1000,
+		StaleDropped: 7, FinalStateCorrect: true, LeaseRetries: 5210, LeasesLost: 9, HottestLaneShare: 1, HottestKey: "carol",
+		HottestKeyShare: 0.35, Lanes: simLanes(1000)}
+	prediction := lease
+	prediction.Throughput, prediction.LeaseRetries, prediction.LeasesLost = 341.5, 4980, 8
+	lanesRes := sim.Results[1]
+	lanesPrediction := lanesRes.Result
+	lanesRes.Model = &lanesPrediction
+	sim.Results = []render.StrategyResult{lanesRes, {Result: lease, Model: &prediction}}
+	var b bytes.Buffer
+	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "simulate_lease.golden", b.Bytes())
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/internal/clock"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -218,10 +219,10 @@ func BenchmarkScaling(b *testing.B) {
 	_, js := natstest.Connect(b, s.URL())
 	natstest.KeepAccountStreams(b, js)
 	const perLane = 1500
-	clocks := sync.Pool{New: func() any { return newClock() }}
+	clocks := sync.Pool{New: func() any { return clock.New() }}
 	sleep := func() {
-		c := clocks.Get().(*clock)
-		c.sleep(time.Millisecond)
+		c := clocks.Get().(*clock.Clock)
+		c.Sleep(time.Millisecond)
 		clocks.Put(c)
 	}
 	var one, sixteen []float64

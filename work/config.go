@@ -41,12 +41,23 @@ type Config struct {
 	// Instance names this instance in the membership; default
 	// <hostname>-<6 random hex digits>.
 	Instance string
+	// Bucket is the KV bucket of the membership (default Bucket). Instances
+	// see each other only in the same bucket: lanes simulate --live gives
+	// each simulated worker group a bucket of its own, removed with its
+	// sandbox, so that every group serves every lane, as the simulated
+	// workers do, and nothing is left in lanes_work.
+	Bucket string
 	// Lease is the membership TTL (whole seconds, 2s or more), renewed every
 	// third of it: an instance that stops renewing loses its lanes.
 	Lease time.Duration
 	// Grace is how long Run waits, once its context ends, for the messages
 	// in flight to finish before it hands them back.
 	Grace time.Duration
+	// NoProgressAcks turns in-progress acks off. Only a simulation wants it
+	// (lanes simulate --live without --in-progress shows what a worker
+	// without them suffers): a handler that outlives its ack deadline then
+	// runs beside the message's redelivery.
+	NoProgressAcks bool
 	// MaxProcessTime ends a handler that runs longer (0: no limit).
 	MaxProcessTime time.Duration
 	OnPoison       Policy
@@ -63,6 +74,9 @@ type Config struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics // nil: no Prometheus metrics
 }
+
+// bucketName: what a KV bucket may be called.
+var bucketName = regexp.MustCompile(`^[-_a-zA-Z0-9]{1,200}$`)
 
 // instanceName: KV keys allow [-/_=.a-zA-Z0-9]; lanes keeps to [-_a-zA-Z0-9].
 var instanceName = regexp.MustCompile(`^[-_a-zA-Z0-9]{1,64}$`)
@@ -92,6 +106,12 @@ func (c *Config) normalize() error {
 	}
 	if !instanceName.MatchString(c.Instance) {
 		return bad("instance", c.Instance, "use 1 to 64 letters, digits, '-' or '_'")
+	}
+	if c.Bucket == "" {
+		c.Bucket = Bucket
+	}
+	if !bucketName.MatchString(c.Bucket) {
+		return bad("bucket", c.Bucket, "use letters, digits, '-' or '_'")
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease

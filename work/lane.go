@@ -310,7 +310,9 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 		defer stop()
 	}
 	l.cur.Store(f)
-	l.wpi.Reset(f.every)
+	if !w.cfg.NoProgressAcks {
+		l.wpi.Reset(f.every)
+	}
 	l.stats.begin()
 	defer func() {
 		l.cur.Store(nil)

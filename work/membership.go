@@ -17,10 +17,10 @@ import (
 )
 
 // Bucket is the KV bucket that holds the membership of every design's
-// workers in an account: <scope>.m.<instance> is an instance's lease (a key
-// with a TTL, renewed every third of it), <scope>.l.<lane> says which
-// instance serves a lane and since when. <scope> is the stream and the
-// design name.
+// workers in an account (unless Config.Bucket names another):
+// <scope>.m.<instance> is an instance's lease (a key with a TTL, renewed
+// every third of it), <scope>.l.<lane> says which instance serves a lane
+// and since when. <scope> is the stream and the design name.
 const Bucket = "lanes_work"
 
 // markerTTL is how long the bucket remembers an instance that left or
@@ -60,34 +60,35 @@ func escapeKey(s string) string {
 	return b.String()
 }
 
-// openBucket binds the membership bucket, creating it when missing with
-// per-key TTLs (LimitMarkerTTL, server 2.11+) and the given replicas.
-func openBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, Bucket)
+// openBucket binds the membership bucket (Config.Bucket), creating it when
+// missing with per-key TTLs (LimitMarkerTTL, server 2.11+) and the given
+// replicas.
+func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:         Bucket,
+			Bucket:         bucket,
 			Description:    "lanes work: which instances serve which lanes",
 			History:        1,
 			Replicas:       max(replicas, 1),
 			LimitMarkerTTL: markerTTL,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = js.KeyValue(ctx, Bucket) // another instance made it first
+			kv, err = js.KeyValue(ctx, bucket) // another instance made it first
 		}
 		if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
-			return nil, fmt.Errorf("lanes work needs nats-server 2.11 or newer (per-key TTLs for the membership bucket %s)", Bucket)
+			return nil, fmt.Errorf("lanes work needs nats-server 2.11 or newer (per-key TTLs for the membership bucket %s)", bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("membership bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("membership bucket %s: %w", bucket, err)
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("membership bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("membership bucket %s: %w", bucket, err)
 	}
 	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
-		return nil, fmt.Errorf("membership bucket %s exists without per-key TTLs (limit marker TTL): remove it (nats kv del %s) and lanes work recreates it", Bucket, Bucket)
+		return nil, fmt.Errorf("membership bucket %s exists without per-key TTLs (limit marker TTL): remove it (nats kv del %s) and lanes work recreates it", bucket, bucket)
 	}
 	return kv, nil
 }
@@ -123,10 +124,10 @@ func (l *lease) join(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("joining the membership (%s %s): %w", Bucket, l.key, err)
+			return fmt.Errorf("joining the membership (%s %s): %w", l.kv.Bucket(), l.key, err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("instance name %q is held by a live instance (key %s in bucket %s): give each instance its own --instance", l.key[strings.LastIndex(l.key, ".")+1:], l.key, Bucket)
+			return fmt.Errorf("instance name %q is held by a live instance (key %s in bucket %s): give each instance its own --instance", l.key[strings.LastIndex(l.key, ".")+1:], l.key, l.kv.Bucket())
 		}
 		select {
 		case <-ctx.Done():
@@ -157,7 +158,7 @@ func (l *lease) rejoin(ctx context.Context, timeout time.Duration, log *slog.Log
 func (l *lease) renew(ctx context.Context, timeout time.Duration) error {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ack, err := l.js.Publish(rctx, "$KV."+Bucket+"."+l.key, l.record,
+	ack, err := l.js.Publish(rctx, "$KV."+l.kv.Bucket()+"."+l.key, l.record,
 		jetstream.WithExpectLastSequencePerSubject(l.rev), jetstream.WithMsgTTL(l.ttl))
 	if jsapi.IsWrongLastSequence(err) {
 		return errEvicted
@@ -174,13 +175,13 @@ func (l *lease) renew(ctx context.Context, timeout time.Duration) error {
 func (l *lease) leave(ctx context.Context, timeout time.Duration) error {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return publishDelete(rctx, l.js, l.key, l.rev)
+	return publishDelete(rctx, l.js, l.kv.Bucket(), l.key, l.rev)
 }
 
 // publishDelete writes a KV delete marker that expires, so that keys of
 // instances and lanes long gone do not pile up in the bucket.
-func publishDelete(ctx context.Context, js jetstream.JetStream, key string, rev uint64) error {
-	m := nats.NewMsg("$KV." + Bucket + "." + key)
+func publishDelete(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64) error {
+	m := nats.NewMsg("$KV." + bucket + "." + key)
 	m.Header.Set("KV-Operation", "DEL")
 	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(markerTTL)}
 	if rev > 0 {

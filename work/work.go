@@ -146,7 +146,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	sctx, cancel := w.ctx(ctx)
-	w.kv, err = openBucket(sctx, w.js, replicas)
+	w.kv, err = openBucket(sctx, w.js, w.cfg.Bucket, replicas)
 	cancel()
 	if err != nil {
 		return err
@@ -429,7 +429,7 @@ func (w *Worker) laneDeleted(name string) {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	_ = publishDelete(ctx, w.js, w.scope+".l."+name, 0)
+	_ = publishDelete(ctx, w.js, w.kv.Bucket(), w.scope+".l."+name, 0)
 	w.relistSoon()
 }
 

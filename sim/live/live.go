@@ -15,17 +15,11 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/embedded"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
-)
-
-// Strategies, the same names the model uses.
-const (
-	Single    = "single"    // one shared consumer, max ack pending 1
-	Lanes     = "lanes"     // the design: one serial lane per partition
-	Unordered = "unordered" // one shared consumer, max ack pending = all workers
-	Versioned = "versioned" // like unordered, into a version-checked store
 )
 
 // Options describe one live run.
@@ -39,15 +33,18 @@ type Options struct {
 
 	Plan       *planner.Plan
 	Workload   *workload.Workload
-	Strategies []string // run one after another, in this order
+	Strategies []strategy.Strategy // run one after another, in this order
 
 	// WorkersPerLane is the number of workers on each lane (default 1).
 	// Every strategy gets the same total: partitions x WorkersPerLane.
 	WorkersPerLane int
 	// AckWait overrides the design's lane ack wait when positive.
 	AckWait time.Duration
-	// InProgress makes workers send +WPI every ack wait / 3 while working.
+	// InProgress makes workers send +WPI every ack wait / 3 while working
+	// (and renew their lease, under the lease mechanics).
 	InProgress bool
+	// Lease configures the lease mechanics (the kv-lease strategy).
+	Lease strategy.LeaseSettings
 	// Keep leaves the streams and consumers on the server (a given server
 	// only: an embedded server goes away with the run).
 	Keep bool
@@ -56,6 +53,9 @@ type Options struct {
 	// completions) when a strategy starts, about twenty times a second while
 	// it runs, and once at its end; always from the goroutine that called Run.
 	Progress func(strategy string, done, total int)
+	// Connected, when set, is told which server the run uses once it is
+	// connected: its URL without user info, or "" for an embedded one.
+	Connected func(server string)
 	// BeforeCleanup, when set, is called after each strategy's workers have
 	// stopped and before its stream is removed (also with Keep), with the
 	// control connection and the stream name, e.g. to print the lane table.
@@ -93,6 +93,13 @@ func Run(ctx context.Context, o Options) (results []record.Result, retErr error)
 		return nil, err
 	}
 	defer c.Close()
+	if o.Connected != nil {
+		server := c.Server
+		if !o.ServerGiven {
+			server = ""
+		}
+		o.Connected(server)
+	}
 
 	id := randomID()
 	var created []*sandbox
@@ -120,17 +127,16 @@ func Run(ctx context.Context, o Options) (results []record.Result, retErr error)
 	return results, nil
 }
 
-// removeAll deletes the sandboxes' streams (and so their consumers), with
-// its own deadline so that it still runs after a cancellation.
+// removeAll deletes the sandboxes' streams (and so their consumers) and
+// their workers' buckets, with its own deadline so that it still runs
+// after a cancellation. Keep (on a given server) keeps the streams.
 func removeAll(ctx context.Context, c *connect.Conn, o Options, boxes []*sandbox) error {
-	if o.Keep && o.ServerGiven {
-		return nil
-	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	api := jsapi.New(c)
 	var errs []error
 	for _, box := range boxes {
-		errs = append(errs, box.remove(cctx, c))
+		errs = append(errs, box.remove(cctx, api, o.Keep && o.ServerGiven))
 	}
 	return errors.Join(errs...)
 }
@@ -152,10 +158,17 @@ func (o *Options) check() error {
 		o.WorkersPerLane = 1
 	}
 	for _, s := range o.Strategies {
-		switch s {
-		case Single, Lanes, Unordered, Versioned:
+		switch s.Live {
+		case strategy.Pull, strategy.Work:
+		case strategy.Lease:
+			switch {
+			case o.Lease.TTL < time.Second || o.Lease.TTL%time.Second != 0:
+				return fmt.Errorf("the lease TTL %s must be whole seconds, at least 1s (the server's per-key TTLs)", o.Lease.TTL)
+			case o.Lease.Retry <= 0:
+				return fmt.Errorf("the lease retry delay must be positive")
+			}
 		default:
-			return fmt.Errorf("strategy %q cannot run live (live strategies: single, lanes, unordered, versioned)", s)
+			return fmt.Errorf("strategy %q cannot run live: its mechanics %q are not built here", s.Name, s.Live)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -54,7 +55,7 @@ func newWorkload(t testing.TB, p *planner.Plan, s spec) *workload.Workload {
 }
 
 // given runs on a test server named by its URL.
-func given(s *natstest.Server, p *planner.Plan, w *workload.Workload, strategies ...string) Options {
+func given(s *natstest.Server, p *planner.Plan, w *workload.Workload, strategies ...strategy.Strategy) Options {
 	return Options{Conn: connect.Options{Server: s.URL()}, ServerGiven: true, Plan: p, Workload: w, Strategies: strategies}
 }
 
@@ -114,7 +115,7 @@ func TestSteadyBacklogMatchesModel(t *testing.T) {
 	p := newPlan(t, 8)
 	const work = 40 * time.Millisecond
 	w := newWorkload(t, p, spec{keys: "uniform:256", messages: 480, process: work})
-	res := run(t, given(s, p, w, Lanes, Unordered))
+	res := run(t, given(s, p, w, strategy.Lanes, strategy.Unordered))
 
 	lanes, unordered := res[0], res[1]
 	clean(t, "lanes", lanes)
@@ -135,7 +136,7 @@ func TestSingleRunsOneAtATime(t *testing.T) {
 	p := newPlan(t, 4)
 	const work = 40 * time.Millisecond
 	w := newWorkload(t, p, spec{keys: "uniform:16", messages: 50, process: work})
-	r := run(t, given(s, p, w, Single))[0]
+	r := run(t, given(s, p, w, strategy.Single))[0]
 	clean(t, "single", r)
 	within(t, "single throughput", r.Throughput, 1/work.Seconds(), 0.20)
 	if r.Partitions != 1 || r.WorkersPerLane != 4 {
@@ -149,7 +150,7 @@ func TestVersionedKeepsFinalState(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 4)
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 300, process: time.Millisecond})
-	o := given(s, p, w, Versioned)
+	o := given(s, p, w, strategy.Versioned)
 	o.WorkersPerLane = 2
 	r := run(t, o)[0]
 	if r.Completed != r.Messages || !r.FinalStateCorrect || r.Duplicates != 0 {
@@ -171,7 +172,7 @@ func TestOrderCheckCatchesHeldMessage(t *testing.T) {
 			break
 		}
 	}
-	o := given(s, p, w, Lanes)
+	o := given(s, p, w, strategy.Lanes)
 	o.hold = func(msg int) bool { return msg == victim }
 	r := run(t, o)[0]
 	if r.OrderViolations == 0 {
@@ -188,7 +189,7 @@ func TestCrashesRedeliverWithoutLoss(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 4)
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 200, process: 2 * time.Millisecond, crash: 0.1})
-	o := given(s, p, w, Lanes)
+	o := given(s, p, w, strategy.Lanes)
 	o.AckWait = 200 * time.Millisecond
 	r := run(t, o)[0]
 	clean(t, "lanes with crashes", r)
@@ -207,7 +208,7 @@ func TestInProgressAcksRemoveDuplicates(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 1)
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: 600 * time.Millisecond})
-	o := given(s, p, w, Lanes)
+	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
 	o.AckWait = 300 * time.Millisecond
 
@@ -226,7 +227,7 @@ func TestPinnedLanesKeepOrder(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.Pinned = true })
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 100, process: time.Millisecond})
-	o := given(s, p, w, Lanes)
+	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
 	clean(t, "pinned lanes", run(t, o)[0])
 }
@@ -237,7 +238,7 @@ func TestRatePacing(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 4)
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 100, process: time.Millisecond, rate: 250})
-	r := run(t, given(s, p, w, Lanes))[0]
+	r := run(t, given(s, p, w, strategy.Lanes))[0]
 	clean(t, "paced lanes", r)
 	if r.DrainSeconds < 0.39 {
 		t.Errorf("100 messages at 250/s drained in %.2fs: not paced", r.DrainSeconds)
@@ -286,7 +287,7 @@ func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
 
 	p := newPlan(t, 4, func(d *planner.Design) { d.Stream.Name = "ORDERS" })
 	w := newWorkload(t, p, spec{keys: "uniform:16", messages: 80, process: time.Millisecond})
-	o := given(s, p, w, Single, Lanes)
+	o := given(s, p, w, strategy.Single, strategy.Lanes)
 	var mu sync.Mutex
 	seen := map[string]int{} // stream -> consumers at hook time
 	o.BeforeCleanup = func(ctx context.Context, c *connect.Conn, strategy, stream string) {
@@ -329,7 +330,7 @@ func TestKeepLeavesTheSimulationStream(t *testing.T) {
 	_, js := natstest.Connect(t, s.URL())
 	p := newPlan(t, 2)
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 20, process: time.Millisecond})
-	o := given(s, p, w, Lanes)
+	o := given(s, p, w, strategy.Lanes)
 	o.Keep = true
 	run(t, o)
 	names := streamNames(t, js)
@@ -353,7 +354,7 @@ func TestCancelReturnsPartialResults(t *testing.T) {
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 500, process: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	var cancelled time.Time
-	o := given(s, p, w, Lanes, Single)
+	o := given(s, p, w, strategy.Lanes, strategy.Single)
 	o.Progress = func(_ string, done, _ int) {
 		if done >= 20 && cancelled.IsZero() {
 			cancelled = time.Now()
@@ -386,7 +387,7 @@ func TestEmbeddedServer(t *testing.T) {
 	p := newPlan(t, 3)
 	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
 	var last int
-	res, err := Run(context.Background(), Options{Plan: p, Workload: w, Strategies: []string{Lanes},
+	res, err := Run(context.Background(), Options{Plan: p, Workload: w, Strategies: []strategy.Strategy{strategy.Lanes},
 		Progress: func(_ string, done, _ int) { last = done }})
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +406,7 @@ func TestWorkersShareConnections(t *testing.T) {
 	s := natstest.Start(t)
 	p := newPlan(t, 40)
 	w := newWorkload(t, p, spec{keys: "uniform:200", messages: 400, process: time.Millisecond, crash: 0.05})
-	o := given(s, p, w, Lanes)
+	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 3               // 120 workers
 	o.AckWait = 300 * time.Millisecond // a crashed worker's message comes back soon
 	peak := 0
@@ -425,4 +426,63 @@ func TestWorkersShareConnections(t *testing.T) {
 		t.Errorf("%d connections open for 120 workers; at most %d expected", peak, planner.MaxLiveConnections+2)
 	}
 	t.Logf("peak %d client connections", peak)
+}
+
+// The lanes strategy's workers are the work package's: one work instance
+// per worker group, each in a membership bucket of its own (named after
+// the sandbox stream, removed with it), each serving every lane.
+func TestLanesRunOnTheWorkPackage(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := natstest.Connect(t, s.URL())
+	p := newPlan(t, 3)
+	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
+	o := given(s, p, w, strategy.Lanes)
+	o.WorkersPerLane = 2
+	var served map[string][]string // bucket -> lanes recorded as served
+	o.BeforeCleanup = func(ctx context.Context, c *connect.Conn, _, stream string) {
+		served = map[string][]string{}
+		for _, b := range []string{stream + "_W1", stream + "_W2"} {
+			kv, err := c.JS.KeyValue(ctx, b)
+			if err != nil {
+				t.Errorf("bucket %s: %v", b, err)
+				continue
+			}
+			keys, err := kv.Keys(ctx)
+			if err != nil {
+				t.Errorf("bucket %s: %v", b, err)
+				continue
+			}
+			for _, k := range keys {
+				if i := strings.Index(k, ".l."); i >= 0 {
+					served[b] = append(served[b], k[i+3:])
+				}
+			}
+		}
+	}
+	clean(t, "lanes on work", run(t, o)[0])
+	for b, lanes := range served {
+		if len(lanes) != 3 {
+			t.Errorf("group %s served lanes %v, want all 3", b, lanes)
+		}
+	}
+	if len(served) != 2 {
+		t.Errorf("groups seen: %v", served)
+	}
+	if names := streamNames(t, js); len(names) != 0 {
+		t.Errorf("left after the run: %v", names)
+	}
+}
+
+// work serves lanes with max ack pending 1 only: a design above runs its
+// lanes strategy on the plain pull workers, and the run says what they do.
+func TestLanesAboveOneAckPendingRunOnPullWorkers(t *testing.T) {
+	s := natstest.Start(t)
+	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.MaxAckPending = 4 })
+	w := newWorkload(t, p, spec{keys: "uniform:2", messages: 80, process: 5 * time.Millisecond})
+	o := given(s, p, w, strategy.Lanes)
+	o.WorkersPerLane = 4
+	r := run(t, o)[0]
+	if r.Completed != r.Messages || r.OrderViolations == 0 {
+		t.Errorf("4 workers on lanes with max ack pending 4: completed %d/%d, %d order violations; want all and some", r.Completed, r.Messages, r.OrderViolations)
+	}
 }

@@ -8,9 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -18,16 +23,22 @@ import (
 // publisher, the workers and the supervisor.
 type strategyRun struct {
 	o        *Options
-	strategy string
-	c        *connect.Conn   // control: setup, publishing, settle checks
-	workerCO connect.Options // how workers connect
-	conns    []*connect.Conn // the workers' connections, shared beyond MaxLiveConnections
+	strategy strategy.Strategy
+	c        *connect.Conn        // control: setup, publishing, settle checks
+	api      *jsapi.Client        // on c
+	workerCO connect.Options      // how workers connect
+	conns    []*connect.Conn      // the workers' connections, shared beyond MaxLiveConnections
+	leases   []jetstream.KeyValue // the lease bucket on each of conns (lease mechanics)
 	box      *sandbox
 	lanes    []lane
 	w        *workload.Workload
 	rec      *record.Recorder
-	subjects []string // per key, the published subject inside the sandbox
-	ackWait  time.Duration
+	subjects []string      // per key, the published subject inside the sandbox
+	ackWait  time.Duration // the shortest the server waits for an ack
+	lane0    planner.ConsumerConfig
+	// mechanics of the workers: the strategy's, or the plain pull workers
+	// where the work package does not fit (see groupsFit).
+	mechanics strategy.Mechanics
 
 	started   chan struct{} // closed when the clock starts
 	start     time.Time
@@ -39,15 +50,18 @@ type strategyRun struct {
 // runStrategy sets up a sandbox, runs the strategy to the end (or until ctx
 // is cancelled) and removes the sandbox unless Keep. It returns a result
 // whenever the workers ran, even with an error.
-func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id, strategy string, created *[]*sandbox) (res *record.Result, err error) {
-	box, err := newSandbox(o.Plan, id, strategy, o.AckWait, !o.ServerGiven)
+func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id string, st strategy.Strategy, created *[]*sandbox) (res *record.Result, err error) {
+	box, err := newSandbox(o.Plan, id, st.Name, o.AckWait, !o.ServerGiven)
 	if err != nil {
 		return nil, err
 	}
-	defs, lanes := box.consumers(strategy, o.WorkersPerLane)
-	r := &strategyRun{o: &o, strategy: strategy, c: c, workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
+	defs, lanes := box.consumers(st, o.params())
+	r := &strategyRun{o: &o, strategy: st, c: c, api: jsapi.New(c), workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
 		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
-		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff)}
+		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff), lane0: defs[0], mechanics: st.Live}
+	if r.mechanics == strategy.Work && !groupsFit(lanes, st.Shape(o.params()).MaxAckPending) {
+		r.mechanics = strategy.Pull
+	}
 	if r.rec, err = r.recorder(); err != nil {
 		return nil, err
 	}
@@ -61,10 +75,10 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 		if res != nil && o.BeforeCleanup != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
-			o.BeforeCleanup(cctx, c, strategy, box.stream)
+			o.BeforeCleanup(cctx, c, st.Name, box.stream)
 		}
 	}()
-	if err := box.create(ctx, c, defs); err != nil {
+	if err := box.create(ctx, r.api, defs); err != nil {
 		return nil, err
 	}
 	err = r.run(ctx)
@@ -76,13 +90,10 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 	return &result, err
 }
 
-// recorder judges the run. Lanes are the design's partitions; shared
-// strategies are one lane (one consumer) with every worker on it.
+// recorder judges the run, with the strategy's own recorder: its lanes are
+// the strategy's consumers, as in the model.
 func (r *strategyRun) recorder() (*record.Recorder, error) {
 	o, w := r.o, r.w
-	if r.strategy != Lanes {
-		return record.New(w, r.strategy, 1, len(o.Plan.Consumers)*o.WorkersPerLane, func(int) int { return 0 }, r.strategy == Versioned), nil
-	}
 	keyLane := make([]int, len(w.Spec.Keys.Subjects))
 	for k, subj := range w.Spec.Keys.Subjects {
 		l, ok := o.Plan.LaneOf(subj)
@@ -91,8 +102,23 @@ func (r *strategyRun) recorder() (*record.Recorder, error) {
 		}
 		keyLane[k] = l.Partition
 	}
-	laneOf := func(msg int) int { return keyLane[w.Messages[msg].Key] }
-	return record.New(w, Lanes, len(o.Plan.Consumers), o.WorkersPerLane, laneOf, false), nil
+	return r.strategy.Recorder(w, o.params(), keyLane), nil
+}
+
+// params are the strategy parameters of the run: the design's.
+func (o *Options) params() strategy.Params {
+	d := o.Plan.Design
+	return strategy.Params{Partitions: len(o.Plan.Consumers), WorkersPerLane: o.WorkersPerLane,
+		MaxAckPending: d.Lane.MaxAckPending, Pinned: d.Lane.Pinned}
+}
+
+// ackWaitOf is how long the server waits for the ack of a delivery
+// (1-based): the backoff step when the lanes have one.
+func (r *strategyRun) ackWaitOf(attempt int) time.Duration {
+	if b := r.lane0.BackOff; len(b) > 0 {
+		return b[min(max(attempt-1, 0), len(b)-1)]
+	}
+	return r.lane0.AckWait
 }
 
 // shortestAckWait is the shortest time the server waits for an ack: with
@@ -124,10 +150,10 @@ func (r *strategyRun) run(ctx context.Context) error {
 		default:
 		}
 	}
-	if err := r.openConns(ctx); err != nil {
+	ready, err := r.startMechanics(ctx, &wg, fail)
+	if err != nil {
 		return err
 	}
-	ready := r.startWorkers(ctx, &wg, fail)
 	if err := waitReady(ctx, ready, errs); err != nil {
 		return err
 	}
@@ -152,6 +178,28 @@ func (r *strategyRun) run(ctx context.Context) error {
 	return r.supervise(ctx, published, errs)
 }
 
+// startMechanics opens the workers' connections and starts the workers of the
+// run's mechanics: the work package's groups (groups.go), or the pull
+// workers (worker.go), with a lease bucket for the lease mechanics
+// (lease.go). The channel is closed once they can all receive.
+func (r *strategyRun) startMechanics(ctx context.Context, wg *sync.WaitGroup, fail func(error)) (<-chan struct{}, error) {
+	if r.mechanics == strategy.Work {
+		if err := r.openConns(ctx, r.lanes[0].workers); err != nil {
+			return nil, err
+		}
+		return r.startGroups(ctx, wg, fail), nil
+	}
+	if err := r.openConns(ctx, r.totalWorkers()); err != nil {
+		return nil, err
+	}
+	if r.mechanics == strategy.Lease {
+		if err := r.openLeases(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r.startWorkers(ctx, wg, fail), nil
+}
+
 func (r *strategyRun) totalWorkers() int {
 	total := 0
 	for _, l := range r.lanes {
@@ -160,29 +208,36 @@ func (r *strategyRun) totalWorkers() int {
 	return total
 }
 
-// openConns opens the workers' connections: one per worker up to
-// MaxLiveConnections, shared round-robin beyond (a thousand workers do not
-// need a thousand connections, and the server should not see them), 32
-// being opened at a time.
-func (r *strategyRun) openConns(ctx context.Context) error {
-	r.conns = make([]*connect.Conn, min(r.totalWorkers(), planner.MaxLiveConnections))
+// openConns opens the workers' connections: one per worker (or worker
+// group) up to MaxLiveConnections, shared round-robin beyond (a thousand
+// workers do not need a thousand connections, and the server should not
+// see them), 32 being opened at a time.
+func (r *strategyRun) openConns(ctx context.Context, workers int) error {
+	r.conns = make([]*connect.Conn, min(workers, planner.MaxLiveConnections))
 	co := r.workerCO
 	co.Name = "lanes-simulate-worker"
-	return parallel(len(r.conns), 32, func(i int) error {
-		octx, cancel := context.WithTimeout(ctx, timeoutOf(co))
-		defer cancel()
-		c, err := connect.Open(octx, co)
-		if err != nil {
-			return err
-		}
-		r.conns[i] = c
-		return nil
-	})
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range r.conns {
+		g.Go(func() error {
+			octx, cancel := context.WithTimeout(gctx, timeoutOf(co))
+			defer cancel()
+			c, err := connect.Open(octx, co)
+			if err != nil {
+				return err
+			}
+			r.conns[i] = c
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func (r *strategyRun) closeConns() {
 	for _, c := range r.conns {
-		c.Close()
+		if c != nil { // a failed opening leaves gaps
+			c.Close()
+		}
 	}
 }
 
@@ -195,10 +250,14 @@ func (r *strategyRun) startWorkers(ctx context.Context, wg *sync.WaitGroup, fail
 		for i := 0; i < l.workers; i++ {
 			wg.Add(1)
 			conn := r.conns[n%len(r.conns)]
+			var kv jetstream.KeyValue
+			if r.leases != nil {
+				kv = r.leases[n%len(r.leases)]
+			}
 			n++
 			go func() {
 				defer wg.Done()
-				wk := &worker{r: r, lane: l, conn: conn, ready: ready}
+				wk := &worker{r: r, lane: l, conn: conn, ready: ready, kv: kv}
 				if err := wk.run(ctx); err != nil {
 					fail(err)
 				}
@@ -289,7 +348,7 @@ func (r *strategyRun) settled(ctx context.Context) (bool, error) {
 	if r.inflight.Load() != 0 {
 		return false, nil
 	}
-	ok, err := r.box.settled(ctx, r.c)
+	ok, err := r.box.settled(ctx, r.api)
 	if err != nil && ctx.Err() != nil {
 		return false, ctx.Err()
 	}
@@ -298,7 +357,7 @@ func (r *strategyRun) settled(ctx context.Context) (bool, error) {
 
 func (r *strategyRun) report() {
 	if r.o.Progress != nil {
-		r.o.Progress(r.strategy, int(r.completed.Load()), len(r.done))
+		r.o.Progress(r.strategy.Name, int(r.completed.Load()), len(r.done))
 	}
 }
 

@@ -4,18 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
-	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // subjectRoot is the first token of every subject a live run uses.
@@ -36,6 +35,9 @@ type sandbox struct {
 	plan   *planner.Plan // the design re-planned inside the sandbox
 	prefix string        // prepended to every published subject
 	stream string
+	// buckets are the KV buckets the strategy's workers made (named after
+	// the stream), removed with it.
+	buckets []string
 }
 
 func randomID() string {
@@ -77,135 +79,94 @@ func newSandbox(p *planner.Plan, id, strategy string, ackWait time.Duration, sin
 }
 
 // consumers are the definitions a strategy runs on, and the lanes that pull
-// from them. Shared strategies use lane 0's definition without its filter,
-// lane tags or priority group.
-func (s *sandbox) consumers(strategy string, workersPerLane int) ([]planner.ConsumerConfig, []lane) {
-	partitions := len(s.plan.Consumers)
-	total := partitions * workersPerLane
-	if strategy == Lanes {
+// from them, as the strategy's shape says: the plan's lanes, or one shared
+// consumer made from lane 0's definition without its filter, lane tags or
+// priority group.
+func (s *sandbox) consumers(st strategy.Strategy, p strategy.Params) ([]planner.ConsumerConfig, []lane) {
+	sh := st.Shape(p)
+	if sh.ByPartition {
 		var defs []planner.ConsumerConfig
 		var lanes []lane
 		for i, c := range s.plan.Consumers {
 			// Every worker's pull must be able to wait on the lane.
-			c.MaxWaiting = max(c.MaxWaiting, workersPerLane)
+			c.MaxWaiting = max(c.MaxWaiting, sh.WorkersEach)
+			c.MaxAckPending = sh.MaxAckPending
 			group := ""
-			if len(c.PriorityGroups) > 0 {
+			if sh.Pinned && len(c.PriorityGroups) > 0 {
 				group = c.PriorityGroups[0]
 			}
 			defs = append(defs, c)
-			lanes = append(lanes, lane{index: i, name: c.Durable, workers: workersPerLane, group: group})
+			lanes = append(lanes, lane{index: i, name: c.Durable, workers: sh.WorkersEach, group: group})
 		}
 		return defs, lanes
 	}
 	c := s.plan.Consumers[0]
-	c.Durable = s.plan.Design.Name + "-" + strategy
-	c.Description = fmt.Sprintf("lanes simulate: %s strategy, one consumer shared by %d workers", strategy, total)
+	c.Durable = s.plan.Design.Name + "-" + st.Name
+	c.Description = fmt.Sprintf("lanes simulate: %s strategy, one consumer shared by %d workers", st.Name, sh.WorkersEach)
 	c.FilterSubject = ""
-	c.MaxAckPending = total
-	if strategy == Single {
-		c.MaxAckPending = 1
-	}
-	c.MaxWaiting = max(c.MaxWaiting, total)
-	c.Metadata = map[string]string{"lanes.simulate": strategy}
+	c.MaxAckPending = sh.MaxAckPending
+	c.MaxWaiting = max(c.MaxWaiting, sh.WorkersEach)
+	c.Metadata = map[string]string{"lanes.simulate": st.Name}
 	c.PriorityGroups, c.PriorityPolicy, c.PriorityTimeout = nil, "", 0
-	return []planner.ConsumerConfig{c}, []lane{{index: 0, name: c.Durable, workers: total}}
+	return []planner.ConsumerConfig{c}, []lane{{index: 0, name: c.Durable, workers: sh.WorkersEach}}
 }
 
-// create makes the stream and its consumers from the plan's definitions.
-// They are fresh, so there is nothing to diff. Consumers are created a few
-// at a time: a thousand lanes one by one take seconds.
-func (s *sandbox) create(ctx context.Context, c *connect.Conn, defs []planner.ConsumerConfig) error {
-	var cfg jetstream.StreamConfig
-	if err := convert(s.plan.Stream, &cfg); err != nil {
-		return err
+// create makes the stream and its consumers from the plan's definitions
+// (the JetStream API's JSON form, as they are). They are fresh, so there is
+// nothing to diff. Consumers are created a few at a time: a thousand lanes
+// one by one take seconds.
+func (s *sandbox) create(ctx context.Context, api *jsapi.Client, defs []planner.ConsumerConfig) error {
+	if err := api.Write(ctx, "STREAM.CREATE."+s.stream, s.plan.Stream, nil); err != nil {
+		return fmt.Errorf("creating the simulation stream %s: %w", s.stream, err)
 	}
-	rctx, cancel := c.Ctx(ctx)
-	st, err := c.JS.CreateStream(rctx, cfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("creating the simulation stream %s: %w", s.stream, c.Classify(rctx, err))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, def := range defs {
+		g.Go(func() error {
+			req := map[string]any{"stream_name": s.stream, "config": def, "action": "create"}
+			if err := api.Write(gctx, "CONSUMER.CREATE."+s.stream+"."+def.Durable, req, nil); err != nil {
+				return fmt.Errorf("creating the simulation consumer %s: %w", def.Durable, err)
+			}
+			return nil
+		})
 	}
-	return parallel(len(defs), 16, func(i int) error {
-		var cc jetstream.ConsumerConfig
-		if err := convert(defs[i], &cc); err != nil {
-			return err
-		}
-		rctx, cancel := c.Ctx(ctx)
-		defer cancel()
-		if _, err := st.CreateConsumer(rctx, cc); err != nil {
-			return fmt.Errorf("creating the simulation consumer %s: %w", cc.Durable, c.Classify(rctx, err))
-		}
-		return nil
-	})
+	return g.Wait()
 }
 
-// remove deletes the stream, and with it its consumers. A stream that was
-// never created is not an error.
-func (s *sandbox) remove(ctx context.Context, c *connect.Conn) error {
-	rctx, cancel := c.Ctx(ctx)
-	defer cancel()
-	err := c.JS.DeleteStream(rctx, s.stream)
-	if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
+// remove deletes the workers' buckets and, unless keep, the stream and
+// with it its consumers. What was never created is not an error.
+func (s *sandbox) remove(ctx context.Context, api *jsapi.Client, keep bool) error {
+	var errs []error
+	for _, b := range s.buckets {
+		err := api.Write(ctx, "STREAM.DELETE.KV_"+b, nil, nil)
+		if err != nil && !jsapi.IsStreamNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing the simulation bucket %s: %w", b, err))
+		}
 	}
-	return fmt.Errorf("removing the simulation stream %s: %w", s.stream, c.Classify(rctx, err))
+	if keep {
+		return errors.Join(errs...)
+	}
+	err := api.Write(ctx, "STREAM.DELETE."+s.stream, nil, nil)
+	if err != nil && !jsapi.IsStreamNotFound(err) {
+		errs = append(errs, fmt.Errorf("removing the simulation stream %s: %w", s.stream, err))
+	}
+	return errors.Join(errs...)
 }
 
 // settled reports whether every consumer has delivered everything and has
 // nothing waiting for an ack: the server will deliver nothing more.
-func (s *sandbox) settled(ctx context.Context, c *connect.Conn) (bool, error) {
-	rctx, cancel := c.Ctx(ctx)
-	defer cancel()
-	st, err := c.JS.Stream(rctx, s.stream)
+func (s *sandbox) settled(ctx context.Context, api *jsapi.Client) (bool, error) {
+	l, err := api.List(ctx, s.stream)
 	if err != nil {
-		return false, c.Classify(rctx, err)
+		return false, err
 	}
-	list := st.ListConsumers(rctx)
-	quiet := true
-	for info := range list.Info() {
+	if len(l.Missing) > 0 || len(l.Offline) > 0 {
+		return false, nil
+	}
+	for _, info := range l.Consumers {
 		if info.NumPending != 0 || info.NumAckPending != 0 {
-			quiet = false
+			return false, nil
 		}
 	}
-	if err := list.Err(); err != nil {
-		return false, c.Classify(rctx, err)
-	}
-	return quiet, nil
-}
-
-// convert turns a plan definition (JetStream API JSON form) into the
-// client's type through that same JSON form.
-func convert(def, out any) error {
-	b, err := json.Marshal(def)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
-
-// parallel runs fn(0..n-1) with at most width in flight and returns the
-// first error.
-func parallel(n, width int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, width)
-	for i := 0; i < n; i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := fn(i); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
+	return true, nil
 }

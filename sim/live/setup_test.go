@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // The sandbox re-plans the design under its own subjects and stream, in
@@ -16,7 +17,7 @@ func TestSandboxIsolatesTheDesign(t *testing.T) {
 		d.Stream.Replicas = 3
 		d.SetOrigin("name", "lanes.yaml:1")
 	})
-	box, err := newSandbox(p, "ab12cd34", Lanes, 2*time.Second, true)
+	box, err := newSandbox(p, "ab12cd34", "lanes", 2*time.Second, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestSandboxIsolatesTheDesign(t *testing.T) {
 
 func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
 	prefixed := newPlan(t, 4, func(d *planner.Design) { d.Prefix = "lanes.orders" })
-	box, err := newSandbox(prefixed, "x", Lanes, 0, false)
+	box, err := newSandbox(prefixed, "x", "lanes", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
 	adopted := newPlan(t, 0, func(d *planner.Design) {
 		d.Destination = "parts.{{partition(3,1)}}.{{wildcard(1)}}"
 	})
-	box, err = newSandbox(adopted, "x", Lanes, 0, false)
+	box, err = newSandbox(adopted, "x", "lanes", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,33 +78,43 @@ func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
 // worker; lanes get the plan's consumers.
 func TestStrategyConsumers(t *testing.T) {
 	p := newPlan(t, 4, func(d *planner.Design) { d.Lane.Pinned = true })
-	box, err := newSandbox(p, "x", Single, 0, false)
+	box, err := newSandbox(p, "x", "single", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		strategy   string
+		strategy   strategy.Strategy
 		consumers  int
 		ackPending int
 		workers    int
 		group      string
 	}{
-		{Single, 1, 1, 8, ""},
-		{Unordered, 1, 8, 8, ""},
-		{Versioned, 1, 8, 8, ""},
-		{Lanes, 4, 1, 2, planner.PinnedGroup},
+		{strategy.Single, 1, 1, 8, ""},
+		{strategy.Unordered, 1, 8, 8, ""},
+		{strategy.Versioned, 1, 8, 8, ""},
+		{strategy.Lanes, 4, 1, 2, planner.PinnedGroup},
 	} {
-		defs, lanes := box.consumers(tc.strategy, 2)
+		defs, lanes := box.consumers(tc.strategy, strategy.Params{Partitions: 4, WorkersPerLane: 2, MaxAckPending: 1, Pinned: true})
 		if len(defs) != tc.consumers || len(lanes) != tc.consumers {
-			t.Errorf("%s: %d consumers", tc.strategy, len(defs))
+			t.Errorf("%s: %d consumers", tc.strategy.Name, len(defs))
 			continue
 		}
 		d, l := defs[0], lanes[0]
 		if d.MaxAckPending != tc.ackPending || l.workers != tc.workers || l.group != tc.group || d.MaxWaiting < l.workers {
-			t.Errorf("%s: max ack pending %d, workers %d, group %q, max waiting %d", tc.strategy, d.MaxAckPending, l.workers, l.group, d.MaxWaiting)
+			t.Errorf("%s: max ack pending %d, workers %d, group %q, max waiting %d", tc.strategy.Name, d.MaxAckPending, l.workers, l.group, d.MaxWaiting)
 		}
-		if tc.strategy != Lanes && (d.FilterSubject != "" || len(d.PriorityGroups) != 0 || d.Metadata[planner.MetaDesign] != "") {
-			t.Errorf("%s: a shared consumer is no lane: %+v", tc.strategy, d)
+		if tc.strategy.Name != "lanes" && (d.FilterSubject != "" || len(d.PriorityGroups) != 0 || d.Metadata[planner.MetaDesign] != "") {
+			t.Errorf("%s: a shared consumer is no lane: %+v", tc.strategy.Name, d)
 		}
+	}
+}
+
+// Every registered strategy can run live.
+func TestEveryRegisteredStrategyRunsLive(t *testing.T) {
+	p := newPlan(t, 2)
+	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: time.Millisecond})
+	o := Options{Plan: p, Workload: w, Strategies: strategy.All, Lease: strategy.LeaseSettings{TTL: time.Second, Retry: time.Millisecond}}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
 	}
 }

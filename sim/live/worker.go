@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/internal/clock"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // headerMsg carries a message's index in the workload (0-based).
@@ -24,9 +26,10 @@ type worker struct {
 	r     *strategyRun
 	lane  lane
 	conn  *connect.Conn
-	ready chan<- struct{} // signalled once, when the first life can pull
-	held  *heldMsg        // test-only fault, see Options.hold
-	clock *clock          // the work timer, see sleep
+	ready chan<- struct{}    // signalled once, when the first life can pull
+	held  *heldMsg           // test-only fault, see Options.hold
+	clock *clock.Clock       // the work timer, see sleep
+	kv    jetstream.KeyValue // the lease bucket on conn (lease mechanics)
 }
 
 type heldMsg struct{ msg, attempt int }
@@ -44,7 +47,7 @@ const (
 func (wk *worker) run(ctx context.Context) error {
 	defer func() {
 		if wk.clock != nil {
-			wk.clock.close()
+			wk.clock.Close()
 		}
 	}()
 	for {
@@ -129,6 +132,9 @@ func (wk *worker) handle(ctx context.Context, m jetstream.Msg) (outcome, error) 
 	if err != nil {
 		return stopped, err
 	}
+	if r.mechanics == strategy.Lease {
+		return wk.leased(ctx, m, idx, attempt)
+	}
 	if wk.held == nil && r.o.hold != nil && r.o.hold(idx) {
 		// Acked unprocessed, so the lane moves on; counted as in flight
 		// so the run does not end while it is held.
@@ -170,7 +176,7 @@ func (wk *worker) execute(ctx context.Context, m jetstream.Msg, idx, attempt int
 	defer r.inflight.Add(-1)
 	work, crash := r.w.Attempt(idx, attempt)
 	e := r.rec.Begin(idx, wk.lane.index, r.now())
-	if !wk.work(ctx, m, work) {
+	if !wk.work(ctx, m, work, nil) {
 		return stopped // interrupted: the execution stays open, as it was
 	}
 	if crash {
@@ -188,12 +194,17 @@ func (wk *worker) execute(ctx context.Context, m jetstream.Msg, idx, attempt int
 }
 
 // work sleeps for d, sending +WPI every ack wait / 3 when in-progress acks
-// are on. It returns false if the run stopped first.
-func (wk *worker) work(ctx context.Context, m jetstream.Msg, d time.Duration) bool {
+// are on (and calling renew, when set, with them: every third of the
+// shorter of the ack wait and the lease TTL). It returns false if the run
+// stopped first.
+func (wk *worker) work(ctx context.Context, m jetstream.Msg, d time.Duration, renew func()) bool {
 	progress := wk.r.o.InProgress && m != nil
 	every := d
 	if progress {
 		every = max(wk.r.ackWait/3, time.Millisecond)
+		if renew != nil {
+			every = wk.r.leaseTick()
+		}
 	}
 	end := time.Now().Add(d)
 	for {
@@ -201,31 +212,17 @@ func (wk *worker) work(ctx context.Context, m jetstream.Msg, d time.Duration) bo
 		if left <= 0 {
 			return true
 		}
-		if !wk.sleep(ctx, min(left, every)) {
+		if wk.clock == nil {
+			wk.clock = clock.New()
+		}
+		if !sleep(ctx, wk.clock, min(left, every)) {
 			return false
 		}
 		if progress && time.Until(end) > 0 {
 			_ = m.InProgress() // a lost one shows up as a redelivery
+			if renew != nil {
+				renew()
+			}
 		}
-	}
-}
-
-// sleep stands for d of work, in slices so that the end of the run is
-// noticed within a slice.
-func (wk *worker) sleep(ctx context.Context, d time.Duration) bool {
-	const slice = 20 * time.Millisecond
-	if wk.clock == nil {
-		wk.clock = newClock()
-	}
-	end := time.Now().Add(d)
-	for {
-		if ctx.Err() != nil {
-			return false
-		}
-		left := time.Until(end)
-		if left <= 0 {
-			return true
-		}
-		wk.clock.sleep(min(left, slice))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/sim/model"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkModel(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cfg := model.Config{Strategy: model.Lanes, Partitions: 64, WorkersPerLane: 2, KeyPartition: modulo(10_000, 64),
+			cfg := model.Config{Strategy: strategy.Lanes, Partitions: 64, WorkersPerLane: 2, KeyPartition: modulo(10_000, 64),
 				Lane: model.Lane{AckWait: 30 * time.Second, MaxDeliver: -1, MaxAckPending: 1}}
 			b.ResetTimer()
 			for range b.N {

@@ -40,7 +40,7 @@ func TestDeadline(t *testing.T) {
 	}
 	for _, c := range cases {
 		s.cfg.InProgress = c.inProgress
-		at, needed := s.deadline(c.work, c.crash, 1)
+		at, needed := s.deadline(s.now, c.work, c.crash, 1)
 		if needed != c.needed || (needed && at != c.at) {
 			t.Errorf("%+v: deadline %v needed %v", c, at, needed)
 		}

@@ -5,12 +5,19 @@ import "time"
 // Event kinds, in the order they run when they fall on the same instant:
 // a worker's ack lands before an ack-wait deadline at the same time (the
 // server only redelivers once the deadline has passed), and both before
-// arrivals and pin moves, which only hand out more work.
+// arrivals and pin moves, which only hand out more work. Of the lease
+// requests, a release reaching the server goes before a create at the
+// same instant.
 const (
-	evEnd     uint8 = iota // a worker finishes or crashes
-	evExpire               // an ack-wait deadline passes
-	evArrive               // the next message of a consumer is published
-	evPinMove              // a dead pinned worker's pin times out
+	evEnd          uint8 = iota // a worker finishes or crashes
+	evExpire                    // an ack-wait deadline passes
+	evRelease                   // a lease release reaches the server
+	evReleaseReply              // its answer reaches the worker, which acks
+	evCreate                    // a lease create reaches the server
+	evCreateReply               // its answer reaches the worker
+	evNakCheck                  // the server checks a consumer's delayed naks
+	evArrive                    // the next message of a consumer is published
+	evPinMove                   // a dead pinned worker's pin times out
 )
 
 type event struct {

@@ -12,46 +12,51 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
-
-// Strategies: how the same workers are organised into consumers.
-const (
-	// Single is one durable pull consumer over all messages, MaxAckPending=1,
-	// shared by every worker: the seed's serial starting point.
-	Single = "single"
-	// Lanes is one consumer per partition with the design's MaxAckPending.
-	Lanes = "lanes"
-	// Unordered is one shared consumer with MaxAckPending = total workers.
-	Unordered = "unordered"
-	// Versioned is Unordered into a store that drops stale versions.
-	Versioned = "versioned"
-)
-
-// Strategies lists the strategies the model can run, in display order.
-var Strategies = []string{Single, Lanes, Unordered, Versioned}
 
 // Lane holds the consumer settings every strategy's consumers use.
 type Lane struct {
 	AckWait       time.Duration
 	BackOff       []time.Duration // when set, delivery d waits BackOff[min(d-1, len-1)]
 	MaxDeliver    int             // -1: unlimited
-	MaxAckPending int             // for the lanes strategy (others are fixed by the strategy)
-	Pinned        bool            // lanes only: one pinned worker receives
+	MaxAckPending int             // the design's (strategies with a lane per partition use it)
+	Pinned        bool            // the design's lanes are pinned: one pinned worker receives
 	PinnedTTL     time.Duration   // the pin moves this long after the pinned worker stops pulling
 }
 
 // Config is one model run. Every strategy gets the same total workers,
 // Partitions x WorkersPerLane, so comparisons are fair.
 type Config struct {
-	Strategy       string
+	Strategy       strategy.Strategy
 	Partitions     int
 	WorkersPerLane int
-	// KeyPartition is the partition of each workload key (lanes strategy).
+	// KeyPartition is the partition of each workload key (strategies with
+	// a lane per partition).
 	KeyPartition []int
 	Lane         Lane
-	// InProgress: workers send an in-progress ack every AckWait/3 while working.
+	// InProgress: workers send an in-progress ack every AckWait/3 while
+	// working (and, with a lease, renew it every TTL/3).
 	InProgress bool
+	// Lease configures the lease mechanics (the kv-lease strategy).
+	Lease strategy.LeaseSettings
+	// RoundTrip is what one request to the server and its answer take: the
+	// lease mechanics pay one to take a lease and one to release it. The
+	// other mechanics are modelled without network time.
+	RoundTrip time.Duration
+}
+
+// DefaultRoundTrip is a request and its answer between a worker and the
+// server in the same data centre. On loopback (the embedded server of
+// lanes simulate --live) a KV request takes 30 us on an idle machine and
+// 100-150 us with eight workers busy on two cores.
+const DefaultRoundTrip = 200 * time.Microsecond
+
+// Params are the strategy parameters of this run.
+func (c Config) Params() strategy.Params {
+	return strategy.Params{Partitions: c.Partitions, WorkersPerLane: c.WorkersPerLane,
+		MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
 }
 
 func (c Config) validate(w *workload.Workload) error {
@@ -67,13 +72,25 @@ func (c Config) validate(w *workload.Workload) error {
 	case c.Lane.Pinned && c.Lane.PinnedTTL <= 0:
 		return fmt.Errorf("model: a pinned lane needs a positive pinned TTL")
 	}
-	switch c.Strategy {
-	case Single, Unordered, Versioned:
-		return nil
-	case Lanes:
-		if c.Lane.MaxAckPending < 1 {
-			return fmt.Errorf("model: max ack pending must be at least 1")
+	switch c.Strategy.Model {
+	case strategy.Pull:
+	case strategy.Lease:
+		switch {
+		case c.Lease.TTL <= 0:
+			return fmt.Errorf("model: the lease TTL must be positive")
+		case c.Lease.Retry <= 0:
+			return fmt.Errorf("model: the lease retry delay must be positive")
+		case c.RoundTrip < 0:
+			return fmt.Errorf("model: the round trip cannot be negative")
 		}
+	default:
+		return fmt.Errorf("model: strategy %q has mechanics %q the model does not know", c.Strategy.Name, c.Strategy.Model)
+	}
+	sh := c.Strategy.Shape(c.Params())
+	if sh.MaxAckPending < 1 {
+		return fmt.Errorf("model: max ack pending must be at least 1")
+	}
+	if sh.ByPartition {
 		if len(c.KeyPartition) != len(w.Spec.Keys.Names) {
 			return fmt.Errorf("model: %d key partitions for %d keys", len(c.KeyPartition), len(w.Spec.Keys.Names))
 		}
@@ -82,9 +99,8 @@ func (c Config) validate(w *workload.Workload) error {
 				return fmt.Errorf("model: key %q in partition %d of %d", w.Spec.Keys.Names[k], p, c.Partitions)
 			}
 		}
-		return nil
 	}
-	return fmt.Errorf("model: unknown strategy %q (choose %v)", c.Strategy, Strategies)
+	return nil
 }
 
 // Run simulates the workload under one strategy until every message is
@@ -112,6 +128,7 @@ type msgState struct {
 	deliveries int32
 	status     uint8
 	exhausted  bool // max deliver used up: dropped at the consumer's next pull
+	naked      bool // waiting out a nak delay (kv-lease: its key was leased)
 }
 
 type worker struct {
@@ -121,6 +138,10 @@ type worker struct {
 	crash    bool // the current attempt ends in a crash
 	msg      int32
 	exec     record.Exec
+	// The lease mechanics' (see lease.go): when the message was delivered,
+	// the attempt's work, the lease's token and when it was taken.
+	delivered, work, acquired time.Duration
+	token                     uint64
 }
 
 type consumer struct {
@@ -134,6 +155,11 @@ type consumer struct {
 	idleHead      int
 	pinned        int32 // the pinned worker; -1: the next worker to pull gets the pin
 	waking        bool  // an arrival event is scheduled
+	// Delayed naks (the lease mechanics): the messages waiting out their
+	// delay, and the server's check of them (see lease.go, onNakCheck).
+	naked   []nakedMsg
+	nakGen  int32 // the current check's generation: older ones are void
+	nakNext time.Duration
 }
 
 type sim struct {
@@ -146,50 +172,29 @@ type sim struct {
 	workers   []worker
 	msgs      []msgState
 	pinning   bool
-}
-
-// Shape is how a strategy organises its workers into consumers. The live
-// run uses the same shape, so model and live compare like with like.
-type Shape struct {
-	Consumers     int  // one shared consumer, or one lane per partition
-	WorkersEach   int  // workers pulling from each consumer
-	MaxAckPending int  // per consumer
-	Pinned        bool // only the pinned worker of a consumer receives
-	Versioned     bool // the store drops stale versions
-}
-
-// Shape is the strategy's consumer layout for this configuration.
-func (c Config) Shape() Shape {
-	total := c.Partitions * c.WorkersPerLane
-	switch c.Strategy {
-	case Lanes:
-		return Shape{Consumers: c.Partitions, WorkersEach: c.WorkersPerLane, MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
-	case Single:
-		return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: 1}
-	}
-	return Shape{Consumers: 1, WorkersEach: total, MaxAckPending: total, Versioned: c.Strategy == Versioned}
-}
-
-// NewRecorder makes the recorder a strategy's run reports to: lanes are
-// the consumers (one shared consumer is lane 0), as the model does it.
-func NewRecorder(w *workload.Workload, c Config) *record.Recorder {
-	sh := c.Shape()
-	laneOf := func(int) int { return 0 }
-	if c.Strategy == Lanes {
-		parts := c.KeyPartition
-		laneOf = func(i int) int { return parts[w.Messages[i].Key] }
-	}
-	return record.New(w, c.Strategy, sh.Consumers, sh.WorkersEach, laneOf, sh.Versioned)
+	// byPartition: messages go to their key's partition's consumer.
+	byPartition bool
+	// leasing: the lease mechanics (lease.go), with a lease per key.
+	leasing bool
+	leases  []leaseState
+	rev     uint64 // the lease bucket's last revision
 }
 
 func newSim(w *workload.Workload, cfg Config) *sim {
-	sh := cfg.Shape()
-	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages)), rec: NewRecorder(w, cfg), pinning: sh.Pinned}
+	sh := cfg.Strategy.Shape(cfg.Params())
+	s := &sim{w: w, cfg: cfg, msgs: make([]msgState, len(w.Messages)), rec: cfg.Strategy.Recorder(w, cfg.Params(), cfg.KeyPartition),
+		pinning: sh.Pinned, byPartition: sh.ByPartition, leasing: cfg.Strategy.Model == strategy.Lease}
+	if s.leasing {
+		s.leases = make([]leaseState, len(w.Spec.Keys.Names))
+		for k := range s.leases {
+			s.leases[k].holder = -1
+		}
+	}
 	s.consumers = make([]consumer, sh.Consumers)
 	for i := range s.consumers {
 		s.consumers[i] = consumer{lane: i, maxAckPending: sh.MaxAckPending, pinned: -1}
 	}
-	if sh.Consumers == 1 {
+	if !sh.ByPartition {
 		all := make([]int32, len(w.Messages))
 		for i := range all {
 			all[i] = int32(i)
@@ -237,6 +242,16 @@ func (s *sim) run(ctx context.Context) error {
 			c := &s.consumers[e.a]
 			c.pinned = -1
 			s.dispatch(c)
+		case evCreate:
+			s.onCreate(e.a)
+		case evCreateReply:
+			s.onCreateReply(e.a, e.b == 1)
+		case evRelease:
+			s.onRelease(e.a)
+		case evReleaseReply:
+			s.ack(e.a)
+		case evNakCheck:
+			s.onNakCheck(e.a, e.b)
 		}
 	}
 	return nil
@@ -347,16 +362,29 @@ func (s *sim) deliver(c *consumer, wid, m int32) {
 	work, crash := s.w.Attempt(int(m), int(st.deliveries))
 	w := &s.workers[wid]
 	w.idle, w.msg, w.crash = false, m, crash
+	if s.leasing {
+		w.delivered, w.work = s.now, work
+		s.askLease(wid)
+		return
+	}
 	w.exec = s.rec.Begin(int(m), c.lane, s.now)
 	s.events.push(event{at: s.now + work, kind: evEnd, a: wid})
-	if at, ok := s.deadline(work, crash, st.deliveries); ok {
-		s.events.push(event{at: at, kind: evExpire, a: m, b: st.deliveries})
+	s.scheduleExpire(m, s.now, work, crash)
+}
+
+// scheduleExpire schedules the ack-wait deadline of the message's current
+// delivery, made at start, whose worker holds it for busy before its ack
+// (or its crash), only when the ack will not beat it.
+func (s *sim) scheduleExpire(m int32, start, busy time.Duration, crash bool) {
+	d := s.msgs[m].deliveries
+	if at, ok := s.deadline(start, busy, crash, d); ok {
+		s.events.push(event{at: at, kind: evExpire, a: m, b: d})
 	}
 }
 
-// deadline is when delivery d of an attempt starting now stops being
+// deadline is when delivery d of an attempt starting at start stops being
 // protected by its ack wait, and whether that happens before its ack.
-func (s *sim) deadline(work time.Duration, crash bool, d int32) (time.Duration, bool) {
+func (s *sim) deadline(start, work time.Duration, crash bool, d int32) (time.Duration, bool) {
 	wait := s.ackWait(d)
 	if s.cfg.InProgress {
 		// +WPI every AckWait/3 restarts the clock: while the worker lives it
@@ -366,15 +394,15 @@ func (s *sim) deadline(work time.Duration, crash bool, d int32) (time.Duration, 
 			if !crash {
 				return 0, false
 			}
-			last := s.now
+			last := start
 			if work > 0 {
 				last += (work - 1) / every * every
 			}
 			return last + wait, true
 		}
 	}
-	at := s.now + wait
-	return at, crash || s.now+work > at
+	at := start + wait
+	return at, crash || start+work > at
 }
 
 // ackWait is the wait after delivery d: the backoff step when set.
@@ -391,6 +419,9 @@ func (s *sim) onEnd(wid int32) {
 	c := &s.consumers[cid]
 	if w.crash {
 		s.rec.End(w.exec, s.now, record.Crashed)
+		if s.leasing {
+			s.leaveLease(wid)
+		}
 		w.alive = false
 		if s.pinning && c.pinned == wid {
 			// Nobody else receives until the pin times out.
@@ -401,6 +432,17 @@ func (s *sim) onEnd(wid int32) {
 		return
 	}
 	s.rec.End(w.exec, s.now, record.Done)
+	if s.leasing {
+		s.release(wid) // then the ack
+		return
+	}
+	s.ack(wid)
+}
+
+// ack acknowledges the worker's message; the worker pulls again.
+func (s *sim) ack(wid int32) {
+	w := &s.workers[wid]
+	c := &s.consumers[w.consumer]
 	if st := &s.msgs[w.msg]; st.status == msgPending {
 		// Acks are accepted late, even while a redelivered copy is running:
 		// the lane moves on, which is how duplicates and overlaps arise.
@@ -413,10 +455,17 @@ func (s *sim) onEnd(wid int32) {
 
 func (s *sim) onExpire(m, d int32) {
 	st := &s.msgs[m]
-	if st.status != msgPending || st.deliveries != d {
-		return // acked in the meantime
+	if st.status != msgPending || st.deliveries != d || st.naked {
+		return // acked in the meantime, or naked (its own due time)
 	}
-	if md := s.cfg.Lane.MaxDeliver; md > 0 && int(d) >= md {
+	s.redeliver(m)
+}
+
+// redeliver makes message m due for redelivery by its consumer (dropped at
+// the next pull when it used up max deliver).
+func (s *sim) redeliver(m int32) {
+	st := &s.msgs[m]
+	if md := s.cfg.Lane.MaxDeliver; md > 0 && int(st.deliveries) >= md {
 		st.exhausted = true
 	}
 	c := s.consumerOf(m)
@@ -431,7 +480,7 @@ func (s *sim) onExpire(m, d int32) {
 }
 
 func (s *sim) consumerOf(m int32) *consumer {
-	if s.cfg.Strategy == Lanes {
+	if s.byPartition {
 		return &s.consumers[s.cfg.KeyPartition[s.w.Messages[m].Key]]
 	}
 	return &s.consumers[0]

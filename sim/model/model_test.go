@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -81,7 +82,7 @@ func near(got, want, rel float64) bool { return math.Abs(got-want) <= rel*math.A
 // message i of a backlog waits (i+1)t.
 func TestOneLaneThroughputIsOneOverT(t *testing.T) {
 	w := roundRobin(t, 1, 200, workload.Spec{Process: fixed(10 * ms), Seed: 1})
-	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 1, WorkersPerLane: 1, KeyPartition: []int{0}, Lane: lane(30 * time.Second)})
+	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 1, WorkersPerLane: 1, KeyPartition: []int{0}, Lane: lane(30 * time.Second)})
 	if !near(res.Throughput, 100, 1e-9) {
 		t.Fatalf("throughput %.4f/s, want 100/s (1/10ms)", res.Throughput)
 	}
@@ -98,15 +99,15 @@ func TestOneLaneThroughputIsOneOverT(t *testing.T) {
 func TestEquallyLoadedLanesGivePOverT(t *testing.T) {
 	for _, p := range []int{2, 8, 64} {
 		w := roundRobin(t, p, 50, workload.Spec{Process: fixed(10 * ms), Seed: 1})
-		cfg := model.Config{Strategy: model.Lanes, Partitions: p, WorkersPerLane: 1, KeyPartition: modulo(p, p), Lane: lane(30 * time.Second)}
+		cfg := model.Config{Strategy: strategy.Lanes, Partitions: p, WorkersPerLane: 1, KeyPartition: modulo(p, p), Lane: lane(30 * time.Second)}
 		if got := run(t, w, cfg).Throughput; !near(got, float64(p)*100, 1e-9) {
 			t.Errorf("%d lanes: throughput %.3f/s, want %d/s", p, got, p*100)
 		}
-		cfg.Strategy = model.Single
+		cfg.Strategy = strategy.Single
 		if got := run(t, w, cfg).Throughput; !near(got, 100, 1e-9) {
 			t.Errorf("single with %d workers: throughput %.3f/s, want 100/s", p, got)
 		}
-		cfg.Strategy = model.Unordered
+		cfg.Strategy = strategy.Unordered
 		if got := run(t, w, cfg).Throughput; !near(got, float64(p)*100, 1e-9) {
 			t.Errorf("unordered with %d workers: throughput %.3f/s, want %d/s", p, got, p*100)
 		}
@@ -127,7 +128,7 @@ func TestHotKeyCapsItsLane(t *testing.T) {
 	hot := float64(perKey[0])
 	want := float64(len(w.Messages)) / (hot * 0.001) // N / (n_hot * t)
 	for _, p := range []int{10, 64} {
-		res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: p, WorkersPerLane: 1, KeyPartition: modulo(10, p), Lane: lane(30 * time.Second)})
+		res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: p, WorkersPerLane: 1, KeyPartition: modulo(10, p), Lane: lane(30 * time.Second)})
 		if !near(res.Throughput, want, 1e-9) {
 			t.Errorf("%d lanes: throughput %.2f/s, want N/(n_hot t) = %.2f/s", p, res.Throughput, want)
 		}
@@ -141,7 +142,7 @@ func TestHotKeyCapsItsLane(t *testing.T) {
 // exactly its processing time, and throughput follows the arrival rate.
 func TestBelowCapacityLatencyIsProcessingTime(t *testing.T) {
 	w := roundRobin(t, 4, 250, workload.Spec{Rate: 200, Process: fixed(4 * ms), Seed: 1})
-	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 4, WorkersPerLane: 1, KeyPartition: modulo(4, 4), Lane: lane(30 * time.Second)})
+	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 4, WorkersPerLane: 1, KeyPartition: modulo(4, 4), Lane: lane(30 * time.Second)})
 	if res.LatencyP50ms != 4 || res.LatencyMaxms != 4 {
 		t.Fatalf("latency p50 %.2fms max %.2fms, want 4ms", res.LatencyP50ms, res.LatencyMaxms)
 	}
@@ -155,11 +156,11 @@ func TestBelowCapacityLatencyIsProcessingTime(t *testing.T) {
 func TestLanesKeepOrderUnorderedDoesNot(t *testing.T) {
 	w := generate(t, workload.Spec{Keys: keys(20), Messages: 3000, Process: workload.Process{Kind: "exp", Mean: 10 * ms}, Seed: 7})
 	cfg := model.Config{Partitions: 8, WorkersPerLane: 2, KeyPartition: modulo(20, 8), Lane: lane(30 * time.Second)}
-	cfg.Strategy = model.Lanes
+	cfg.Strategy = strategy.Lanes
 	if res := run(t, w, cfg); res.OrderViolations != 0 || res.Duplicates != 0 || !res.FinalStateCorrect {
 		t.Fatalf("lanes: %d violations, %d duplicates, final state right=%v; want 0, 0, true", res.OrderViolations, res.Duplicates, res.FinalStateCorrect)
 	}
-	cfg.Strategy = model.Unordered
+	cfg.Strategy = strategy.Unordered
 	if res := run(t, w, cfg); res.OrderViolations == 0 {
 		t.Fatal("unordered: no order violations with 16 workers on 20 keys")
 	}
@@ -171,7 +172,7 @@ func TestLaneWithMaxAckPendingAboveOneBreaksOrder(t *testing.T) {
 	w := generate(t, workload.Spec{Keys: keys(4), Messages: 2000, Process: workload.Process{Kind: "exp", Mean: 10 * ms}, Seed: 2})
 	l := lane(30 * time.Second)
 	l.MaxAckPending = 4
-	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 2, WorkersPerLane: 4, KeyPartition: modulo(4, 2), Lane: l})
+	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 2, WorkersPerLane: 4, KeyPartition: modulo(4, 2), Lane: l})
 	if res.OrderViolations == 0 {
 		t.Fatal("max ack pending 4 with 4 workers per lane kept order: it cannot")
 	}
@@ -183,7 +184,7 @@ func TestLaneWithMaxAckPendingAboveOneBreaksOrder(t *testing.T) {
 // keep the message with its worker.
 func TestSlowWorkIsRedeliveredUnlessInProgress(t *testing.T) {
 	w := roundRobin(t, 4, 50, workload.Spec{Process: fixed(100 * ms), Seed: 1})
-	cfg := model.Config{Strategy: model.Lanes, Partitions: 4, WorkersPerLane: 2, KeyPartition: modulo(4, 4), Lane: lane(60 * ms)}
+	cfg := model.Config{Strategy: strategy.Lanes, Partitions: 4, WorkersPerLane: 2, KeyPartition: modulo(4, 4), Lane: lane(60 * ms)}
 	res := run(t, w, cfg)
 	if res.Duplicates == 0 || res.Redeliveries == 0 || res.OrderViolations == 0 {
 		t.Fatalf("ack wait 60ms < 100ms work: duplicates %d, redeliveries %d, violations %d; want all > 0", res.Duplicates, res.Redeliveries, res.OrderViolations)
@@ -205,7 +206,7 @@ func TestSlowWorkIsRedeliveredUnlessInProgress(t *testing.T) {
 // nothing is lost and lanes still keep order.
 func TestCrashesAreRedeliveredNotLost(t *testing.T) {
 	w := generate(t, workload.Spec{Keys: keys(30), Messages: 2000, Process: fixed(5 * ms), Crash: 0.1, Seed: 11})
-	cfg := model.Config{Strategy: model.Lanes, Partitions: 8, WorkersPerLane: 1, KeyPartition: modulo(30, 8), Lane: lane(50 * ms)}
+	cfg := model.Config{Strategy: strategy.Lanes, Partitions: 8, WorkersPerLane: 1, KeyPartition: modulo(30, 8), Lane: lane(50 * ms)}
 	res := run(t, w, cfg)
 	if res.Crashes < 100 || res.Redeliveries < res.Crashes || res.Unfinished != 0 || res.Completed != 2000 {
 		t.Fatalf("crashes %d redeliveries %d unfinished %d completed %d; want ~200 crashes, as many redeliveries, none lost",
@@ -231,7 +232,7 @@ func TestMaxDeliverDropsCrashedMessages(t *testing.T) {
 	}
 	l := lane(20 * ms)
 	l.MaxDeliver = 1
-	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 4, WorkersPerLane: 1, KeyPartition: modulo(10, 4), Lane: l})
+	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 4, WorkersPerLane: 1, KeyPartition: modulo(10, 4), Lane: l})
 	if crashed == 0 || res.Unfinished != crashed || res.Redeliveries != 0 {
 		t.Fatalf("unfinished %d redeliveries %d, want %d first-attempt crashes dropped and no redelivery", res.Unfinished, res.Redeliveries, crashed)
 	}
@@ -243,11 +244,11 @@ func TestMaxDeliverDropsCrashedMessages(t *testing.T) {
 func TestVersionedEndsRightWhereUnorderedDoesNot(t *testing.T) {
 	w := generate(t, workload.Spec{Keys: keys(3), Messages: 300, Process: workload.Process{Kind: "exp", Mean: 10 * ms}, Seed: 4})
 	cfg := model.Config{Partitions: 8, WorkersPerLane: 1, Lane: lane(30 * time.Second)}
-	cfg.Strategy = model.Unordered
+	cfg.Strategy = strategy.Unordered
 	if res := run(t, w, cfg); res.FinalStateCorrect {
 		t.Fatal("unordered ended with the right final state for seed 4")
 	}
-	cfg.Strategy = model.Versioned
+	cfg.Strategy = strategy.Versioned
 	res := run(t, w, cfg)
 	if !res.FinalStateCorrect || res.StaleDropped == 0 {
 		t.Fatalf("versioned: final state right=%v, %d stale updates dropped; want true and some", res.FinalStateCorrect, res.StaleDropped)
@@ -261,7 +262,7 @@ func TestPinnedLaneFailsOverAfterTTL(t *testing.T) {
 	w := roundRobin(t, 1, 400, workload.Spec{Process: fixed(5 * ms), Crash: 0.02, Seed: 9})
 	l := lane(50 * ms)
 	l.Pinned, l.PinnedTTL = true, 500*ms
-	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 1, WorkersPerLane: 2, KeyPartition: []int{0}, Lane: l})
+	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 1, WorkersPerLane: 2, KeyPartition: []int{0}, Lane: l})
 	if res.Crashes == 0 {
 		t.Fatal("seed 9 gave no crash; pick another")
 	}
@@ -272,14 +273,14 @@ func TestPinnedLaneFailsOverAfterTTL(t *testing.T) {
 		t.Fatalf("max latency %.0fms: after a crash the lane must wait for the pin to move (500ms)", res.LatencyMaxms)
 	}
 	l.Pinned = false
-	if free := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 1, WorkersPerLane: 2, KeyPartition: []int{0}, Lane: l}); free.LatencyMaxms >= res.LatencyMaxms {
+	if free := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 1, WorkersPerLane: 2, KeyPartition: []int{0}, Lane: l}); free.LatencyMaxms >= res.LatencyMaxms {
 		t.Fatalf("unpinned max latency %.0fms not below pinned %.0fms", free.LatencyMaxms, res.LatencyMaxms)
 	}
 }
 
 func TestSameSeedSameResult(t *testing.T) {
 	spec := workload.Spec{Keys: keys(50), Messages: 3000, Rate: 2000, Process: workload.Process{Kind: "lognormal", P50: 5 * ms, P99: 60 * ms}, Crash: 0.05, Seed: 42}
-	cfg := model.Config{Strategy: model.Lanes, Partitions: 8, WorkersPerLane: 2, KeyPartition: modulo(50, 8), Lane: lane(40 * ms)}
+	cfg := model.Config{Strategy: strategy.Lanes, Partitions: 8, WorkersPerLane: 2, KeyPartition: modulo(50, 8), Lane: lane(40 * ms)}
 	a := run(t, generate(t, spec), cfg)
 	b := run(t, generate(t, spec), cfg)
 	if !reflect.DeepEqual(a, b) {
@@ -293,9 +294,9 @@ func TestSameSeedSameResult(t *testing.T) {
 
 func TestRejectsBadConfig(t *testing.T) {
 	w := roundRobin(t, 2, 1, workload.Spec{Process: fixed(ms)})
-	good := model.Config{Strategy: model.Lanes, Partitions: 2, WorkersPerLane: 1, KeyPartition: []int{0, 1}, Lane: lane(ms)}
+	good := model.Config{Strategy: strategy.Lanes, Partitions: 2, WorkersPerLane: 1, KeyPartition: []int{0, 1}, Lane: lane(ms)}
 	bad := map[string]func(*model.Config){
-		"strategy":   func(c *model.Config) { c.Strategy = "kv-lease" },
+		"mechanics":  func(c *model.Config) { c.Strategy.Model = "teleport" },
 		"partitions": func(c *model.Config) { c.Partitions = 0 },
 		"workers":    func(c *model.Config) { c.WorkersPerLane = 0 },
 		"ack wait":   func(c *model.Config) { c.Lane.AckWait = 0 },
@@ -319,33 +320,53 @@ func TestStopsWhenCancelled(t *testing.T) {
 	w := generate(t, workload.Spec{Keys: keys(10), Messages: 200_000, Process: fixed(ms), Seed: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := model.Run(ctx, w, model.Config{Strategy: model.Single, Partitions: 1, WorkersPerLane: 1, Lane: lane(time.Second)}); err == nil {
+	if _, err := model.Run(ctx, w, model.Config{Strategy: strategy.Single, Partitions: 1, WorkersPerLane: 1, Lane: lane(time.Second)}); err == nil {
 		t.Fatal("a cancelled run returned no error")
 	}
+}
+
+// crashingFirst is one message whose first n attempts crash and whose next
+// one succeeds, each working for d.
+func crashingFirst(t *testing.T, d time.Duration, n int) *workload.Workload {
+	t.Helper()
+	spec := workload.Spec{Keys: keys(1), Process: fixed(d), Crash: 0.5}
+	for seed := uint64(1); seed < 1000; seed++ {
+		spec.Seed = seed
+		w, _ := workload.Sequence(spec, []int{0})
+		ok := true
+		for a := 1; a <= n+1; a++ {
+			_, crash := w.Attempt(0, a)
+			ok = ok && crash == (a <= n)
+		}
+		if ok {
+			return w
+		}
+	}
+	t.Fatalf("no seed below 1000 crashes %d times then succeeds", n)
+	return nil
 }
 
 // BackOff sets the wait after each delivery: a message whose first two
 // attempts crash is delivered at 0, BackOff[0] and BackOff[0]+BackOff[1].
 func TestBackoffSpacesRedeliveries(t *testing.T) {
-	spec := workload.Spec{Keys: keys(1), Process: fixed(5 * ms), Crash: 0.5}
-	var w *workload.Workload
-	for seed := uint64(1); seed < 1000 && w == nil; seed++ {
-		spec.Seed = seed
-		c, _ := workload.Sequence(spec, []int{0})
-		_, c1 := c.Attempt(0, 1)
-		_, c2 := c.Attempt(0, 2)
-		_, c3 := c.Attempt(0, 3)
-		if c1 && c2 && !c3 {
-			w = c
-		}
-	}
-	if w == nil {
-		t.Fatal("no seed below 1000 crashes twice then succeeds")
-	}
+	w := crashingFirst(t, 5*ms, 2)
 	l := lane(20 * ms)
 	l.BackOff = []time.Duration{20 * ms, 200 * ms}
-	res := run(t, w, model.Config{Strategy: model.Lanes, Partitions: 1, WorkersPerLane: 1, KeyPartition: []int{0}, Lane: l})
+	res := run(t, w, model.Config{Strategy: strategy.Lanes, Partitions: 1, WorkersPerLane: 1, KeyPartition: []int{0}, Lane: l})
 	if res.LatencyMaxms != 225 || res.Crashes != 2 || res.Redeliveries != 2 {
 		t.Fatalf("latency %.1fms crashes %d redeliveries %d, want 20ms+200ms+5ms = 225ms, 2, 2", res.LatencyMaxms, res.Crashes, res.Redeliveries)
+	}
+}
+
+// Every registered strategy runs in the model: the registry names no
+// mechanics the model lacks.
+func TestEveryRegisteredStrategyRuns(t *testing.T) {
+	w := roundRobin(t, 4, 5, workload.Spec{Process: fixed(ms), Seed: 1})
+	for _, s := range strategy.All {
+		res := run(t, w, model.Config{Strategy: s, Partitions: 2, WorkersPerLane: 1, KeyPartition: modulo(4, 2), Lane: lane(time.Second),
+			Lease: strategy.LeaseSettings{TTL: time.Second, Retry: ms}})
+		if res.Strategy != s.Name || res.Completed != 20 {
+			t.Errorf("%s: %+v", s.Name, res)
+		}
 	}
 }

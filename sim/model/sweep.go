@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -123,7 +124,7 @@ func sweepPoint(ctx context.Context, drain, loaded *workload.Workload, sc SweepC
 		return SweepPoint{}, err
 	}
 	cfg := sc.Base
-	cfg.Strategy, cfg.Partitions, cfg.KeyPartition = Lanes, p, parts
+	cfg.Strategy, cfg.Partitions, cfg.KeyPartition = strategy.Lanes, p, parts
 	capRes, err := Run(ctx, drain, cfg)
 	if err != nil {
 		return SweepPoint{}, err

@@ -24,6 +24,23 @@ const (
 	Crashed
 )
 
+// Store is how the store the workers write their side effects to checks
+// a write.
+type Store int
+
+const (
+	// Plain applies every write: the last one wins.
+	Plain Store = iota
+	// Versioned drops a write older (by message version) than what the
+	// store holds for its key, and counts it.
+	Versioned
+	// Fenced refuses a write whose fencing token (the kv-lease strategy's
+	// lease revision) is below the highest the store has accepted for its
+	// key, and counts it: a worker whose lease expired mid-job cannot
+	// overwrite what the lease's next holder wrote.
+	Fenced
+)
+
 // Exec identifies one execution (one delivery handled by one worker).
 type Exec int
 
@@ -32,17 +49,18 @@ type execState struct {
 	lane  int32
 	begin time.Duration
 	open  bool
+	token uint64 // the fencing token its write carries (Fenced stores)
 }
 
 // Recorder is safe for concurrent use (live workers report from goroutines).
 type Recorder struct {
-	mu        sync.Mutex
-	w         *workload.Workload
-	strategy  string
-	versioned bool
-	lanes     int
-	workers   int
-	laneOf    func(msg int) int
+	mu       sync.Mutex
+	w        *workload.Workload
+	strategy string
+	store    Store
+	lanes    int
+	workers  int
+	laneOf   func(msg int) int
 
 	execs      []execState
 	doneAt     []time.Duration // per message, first Done; -1 while not done
@@ -56,16 +74,19 @@ type Recorder struct {
 	redelivers int
 	crashes    int
 	stale      int
+	fence      []uint64 // per key: the highest fencing token accepted (Fenced)
+	retries    int      // lease retries: deliveries that found the key leased
+	leasesLost int      // leases that had lapsed when their holder released them
 	// interrupted: the run stopped before every message ran.
 	interrupted bool
 }
 
 // New makes a recorder for one strategy run. laneOf maps a message index to
-// the lane (consumer) that delivers it; versioned stores drop stale updates.
-func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneOf func(msg int) int, versioned bool) *Recorder {
+// the lane (consumer) that delivers it; store says how writes are checked.
+func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneOf func(msg int) int, store Store) *Recorder {
 	keys := len(w.Spec.Keys.Names)
 	r := &Recorder{
-		w: w, strategy: strategy, versioned: versioned, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
+		w: w, strategy: strategy, store: store, lanes: lanes, workers: workersPerLane, laneOf: laneOf,
 		doneAt:   make([]time.Duration, len(w.Messages)),
 		started:  make([]bool, len(w.Messages)),
 		execs:    make([]execState, 0, len(w.Messages)), // about one execution per message: no regrowth
@@ -80,6 +101,9 @@ func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneO
 	for k := 0; k < keys; k++ {
 		r.maxBegun[k], r.applied[k] = -1, -1
 	}
+	if store == Fenced {
+		r.fence = make([]uint64, keys)
+	}
 	return r
 }
 
@@ -88,6 +112,12 @@ func New(w *workload.Workload, strategy string, lanes, workersPerLane int, laneO
 // not finished, an earlier message of its key is still being executed, or a
 // later message of its key has already begun.
 func (r *Recorder) Begin(msg, lane int, at time.Duration) Exec {
+	return r.BeginFenced(msg, lane, at, 0)
+}
+
+// BeginFenced is Begin for a worker whose write will carry a fencing
+// token (a Fenced store checks it when the execution ends Done).
+func (r *Recorder) BeginFenced(msg, lane int, at time.Duration, token uint64) Exec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := r.w.Messages[msg].Key
@@ -112,7 +142,7 @@ func (r *Recorder) Begin(msg, lane int, at time.Duration) Exec {
 	r.started[msg] = true
 	r.maxBegun[k] = max(r.maxBegun[k], int32(msg))
 	r.running[k] = append(r.running[k], int32(msg))
-	r.execs = append(r.execs, execState{msg: int32(msg), lane: int32(lane), begin: at, open: true})
+	r.execs = append(r.execs, execState{msg: int32(msg), lane: int32(lane), begin: at, open: true, token: token})
 	return Exec(len(r.execs) - 1)
 }
 
@@ -140,37 +170,65 @@ func (r *Recorder) End(e Exec, at time.Duration, o Outcome) {
 	} else {
 		r.doneAt[msg] = at
 	}
-	if r.versioned && r.applied[k] > int32(msg) {
+	if r.store == Fenced {
+		if x.token < r.fence[k] {
+			r.stale++ // refused: a newer lease's holder has written
+			return
+		}
+		r.fence[k] = x.token
+	}
+	if r.store == Versioned && r.applied[k] > int32(msg) {
 		r.stale++ // a version check drops an older update
 		return
 	}
-	if r.versioned && r.applied[k] == int32(msg) {
+	if r.store == Versioned && r.applied[k] == int32(msg) {
 		return // the same version again: idempotent
 	}
 	r.applied[k] = int32(msg)
 }
 
+// LeaseRetry counts a delivery that found its key leased by another worker
+// and was handed back for later.
+func (r *Recorder) LeaseRetry() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retries++
+}
+
+// LeaseLost counts a lease that had lapsed (its TTL ran out mid-job) when
+// its holder came to release it.
+func (r *Recorder) LeaseLost() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leasesLost++
+}
+
 // Result is the judged run. Durations in JSON are milliseconds or seconds,
 // as the field names say.
 type Result struct {
-	Strategy          string  `json:"strategy"`
-	Partitions        int     `json:"partitions"`
-	WorkersPerLane    int     `json:"workers_per_lane"`
-	Messages          int     `json:"messages"`
-	Completed         int     `json:"completed"`
-	Throughput        float64 `json:"throughput"`
-	LatencyP50ms      float64 `json:"latency_p50_ms"`
-	LatencyP99ms      float64 `json:"latency_p99_ms"`
-	LatencyMaxms      float64 `json:"latency_max_ms"`
-	DrainSeconds      float64 `json:"drain_seconds"`
-	OrderViolations   int     `json:"order_violations"`
-	Duplicates        int     `json:"duplicates"`
-	Executions        int     `json:"executions"`
-	Redeliveries      int     `json:"redeliveries"` // executions beyond each message's first
-	Unfinished        int     `json:"unfinished"`   // never completed: dropped by max deliver, or the run stopped
-	Crashes           int     `json:"crashes"`
-	StaleDropped      int     `json:"stale_updates_dropped"`
-	FinalStateCorrect bool    `json:"final_state_correct"`
+	Strategy        string  `json:"strategy"`
+	Partitions      int     `json:"partitions"`
+	WorkersPerLane  int     `json:"workers_per_lane"`
+	Messages        int     `json:"messages"`
+	Completed       int     `json:"completed"`
+	Throughput      float64 `json:"throughput"`
+	LatencyP50ms    float64 `json:"latency_p50_ms"`
+	LatencyP99ms    float64 `json:"latency_p99_ms"`
+	LatencyMaxms    float64 `json:"latency_max_ms"`
+	DrainSeconds    float64 `json:"drain_seconds"`
+	OrderViolations int     `json:"order_violations"`
+	Duplicates      int     `json:"duplicates"`
+	Executions      int     `json:"executions"`
+	Redeliveries    int     `json:"redeliveries"` // executions beyond each message's first
+	Unfinished      int     `json:"unfinished"`   // never completed: dropped by max deliver, or the run stopped
+	Crashes         int     `json:"crashes"`
+	StaleDropped    int     `json:"stale_updates_dropped"` // by the version check, or the fencing token
+	// LeaseRetries and LeasesLost are the kv-lease strategy's: deliveries
+	// that found their key leased (naked for later), and leases whose TTL
+	// ran out before their holder released them.
+	LeaseRetries      int  `json:"lease_retries,omitempty"`
+	LeasesLost        int  `json:"leases_lost,omitempty"`
+	FinalStateCorrect bool `json:"final_state_correct"`
 	// Interrupted: the run was stopped before every message ran; the final
 	// state is then judged against the messages that did.
 	Interrupted      bool         `json:"interrupted,omitempty"`
@@ -196,7 +254,7 @@ func (r *Recorder) Result() Result {
 	msgs := r.w.Messages
 	res := Result{Strategy: r.strategy, Partitions: r.lanes, WorkersPerLane: r.workers, Messages: len(msgs),
 		OrderViolations: r.violations, Duplicates: r.duplicates, Executions: len(r.execs), Redeliveries: r.redelivers,
-		Crashes: r.crashes, StaleDropped: r.stale}
+		Crashes: r.crashes, StaleDropped: r.stale, LeaseRetries: r.retries, LeasesLost: r.leasesLost}
 
 	var lat []time.Duration
 	var end time.Duration

@@ -36,7 +36,7 @@ func byKey(w *workload.Workload, key int) []int {
 
 func TestSerialRunHasNoViolations(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "single", 1, 1, oneLane, false)
+	r := record.New(w, "single", 1, 1, oneLane, record.Plain)
 	at := time.Duration(0)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, at)
@@ -60,7 +60,7 @@ func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
 	if len(a) < 2 {
 		t.Skip("seed gave fewer than two messages for key a")
 	}
-	r := record.New(w, "unordered", 1, 2, oneLane, false)
+	r := record.New(w, "unordered", 1, 2, oneLane, record.Plain)
 	for i := range w.Messages {
 		if i == a[0] || i == a[1] {
 			continue
@@ -84,7 +84,7 @@ func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
 
 func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "versioned", 1, 2, oneLane, true)
+	r := record.New(w, "versioned", 1, 2, oneLane, record.Versioned)
 	// run everything in reverse publish order: every older update is stale
 	for i := len(w.Messages) - 1; i >= 0; i-- {
 		e := r.Begin(i, 0, 0)
@@ -98,7 +98,7 @@ func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
 
 func TestDuplicatesAndCrashes(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "lanes", 1, 1, oneLane, false)
+	r := record.New(w, "lanes", 1, 1, oneLane, record.Plain)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, 0)
 		r.End(e, 0, record.Crashed)
@@ -123,12 +123,59 @@ func TestPeakBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := record.New(w, "single", 1, 1, oneLane, false)
+	r := record.New(w, "single", 1, 1, oneLane, record.Plain)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, time.Duration(i)*time.Millisecond)
 		r.End(e, time.Duration(i+1)*time.Millisecond, record.Done)
 	}
 	if got := r.Result().Lanes[0].PeakBacklog; got != 10 {
 		t.Fatalf("all arrive at 0: peak backlog %d, want 10", got)
+	}
+}
+
+// A fenced store refuses a write whose token is below the highest it has
+// accepted for the key: the worker whose lease expired mid-job (token 5)
+// finishes after the lease's next holder (token 9) wrote; its write is
+// refused and counted, and the store keeps the newer message. A token that
+// is not below is applied, whatever the message order.
+func TestFencedStoreRefusesStaleTokens(t *testing.T) {
+	w := twoKeys(t)
+	a := byKey(w, 0)
+	r := record.New(w, "kv-lease", 1, 2, oneLane, record.Fenced)
+	for _, i := range byKey(w, 1) { // key b runs in order, tokens rising
+		e := r.BeginFenced(i, 0, 0, uint64(100+i))
+		r.End(e, time.Millisecond, record.Done)
+	}
+	for _, i := range a[:len(a)-2] {
+		e := r.BeginFenced(i, 0, 0, uint64(i+1))
+		r.End(e, time.Millisecond, record.Done)
+	}
+	older, last := a[len(a)-2], a[len(a)-1]
+	zombie := r.BeginFenced(older, 0, time.Millisecond, 1000)  // its lease expires mid-job
+	holder := r.BeginFenced(last, 0, 2*time.Millisecond, 1009) // the next holder starts beside it
+	r.End(holder, 3*time.Millisecond, record.Done)
+	r.End(zombie, 4*time.Millisecond, record.Done) // token 1000 < 1009: refused
+	r.LeaseRetry()
+	r.LeaseRetry()
+	r.LeaseLost()
+	res := r.Result()
+	if res.StaleDropped != 1 || !res.FinalStateCorrect || res.OrderViolations != 1 || res.LeaseRetries != 2 || res.LeasesLost != 1 {
+		t.Fatalf("fenced: stale %d, final state right %v, violations %d, retries %d, lost %d; want 1, true, 1, 2, 1",
+			res.StaleDropped, res.FinalStateCorrect, res.OrderViolations, res.LeaseRetries, res.LeasesLost)
+	}
+
+	// Without the fence the zombie's older update lands last.
+	r = record.New(w, "unordered", 1, 2, oneLane, record.Plain)
+	for i := range w.Messages {
+		if i == older {
+			continue
+		}
+		e := r.Begin(i, 0, 0)
+		r.End(e, time.Millisecond, record.Done)
+	}
+	e := r.Begin(older, 0, 0)
+	r.End(e, 2*time.Millisecond, record.Done)
+	if r.Result().FinalStateCorrect {
+		t.Fatal("a plain store took the late older update and still ended right")
 	}
 }

@@ -1,0 +1,146 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/sim/record"
+)
+
+// The lease mechanics (the kv-lease strategy) on a real server: the plain
+// pull workers on one shared consumer, and a KV bucket of the sandbox's
+// with per-key TTLs (LimitMarkerTTL, nats-server 2.11+) holding a lease
+// per workload key. A worker that receives a message takes its key's lease
+// with jetstream's KeyValue.Create and the lease TTL; the lease's revision
+// is its fencing token. It works (with --in-progress it sends +WPI and
+// renews the lease every TTL/3: a publish on the key conditional on its
+// last revision, with a Nats-TTL header), writes with the token, releases
+// the lease with a delete conditional on its revision (a lapsed lease's
+// release fails: counted as lost), and acks. A key leased by another
+// worker gets the message naked with the retry delay.
+
+// leaseBucket names the sandbox's lease bucket.
+func leaseBucket(stream string) string { return stream + "_LEASES" }
+
+// openLeases creates the lease bucket, and binds it on every worker
+// connection.
+func (r *strategyRun) openLeases(ctx context.Context) error {
+	name := leaseBucket(r.box.stream)
+	ttl := r.o.Lease.TTL
+	cfg := jetstream.KeyValueConfig{Bucket: name, Description: "lanes simulate: the kv-lease strategy's leases",
+		History: 1, LimitMarkerTTL: ttl, Storage: jetstream.FileStorage, Replicas: max(r.box.plan.Stream.Replicas, 1)}
+	if r.box.plan.Stream.Storage == "memory" {
+		cfg.Storage = jetstream.MemoryStorage
+	}
+	r.box.buckets = append(r.box.buckets, name)
+	rctx, cancel := r.c.Ctx(ctx)
+	_, err := r.c.JS.CreateKeyValue(rctx, cfg)
+	cancel()
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		return fmt.Errorf("the kv-lease strategy needs nats-server 2.11 or newer (per-key TTLs for its lease bucket)")
+	}
+	if err != nil {
+		return fmt.Errorf("creating the lease bucket %s: %w", name, r.c.Classify(rctx, err))
+	}
+	r.leases = make([]jetstream.KeyValue, len(r.conns))
+	for i, c := range r.conns {
+		rctx, cancel := c.Ctx(ctx)
+		r.leases[i], err = c.JS.KeyValue(rctx, name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("lease bucket %s: %w", name, c.Classify(rctx, err))
+		}
+	}
+	return nil
+}
+
+// leased handles one delivery under the lease mechanics.
+func (wk *worker) leased(ctx context.Context, m jetstream.Msg, idx, attempt int) (outcome, error) {
+	r := wk.r
+	key := "k" + strconv.Itoa(r.w.Messages[idx].Key)
+	rctx, cancel := wk.conn.Ctx(ctx)
+	rev, err := wk.kv.Create(rctx, key, nil, jetstream.KeyTTL(r.o.Lease.TTL))
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return stopped, nil
+	case errors.Is(err, jetstream.ErrKeyExists) || jsapi.IsWrongLastSequence(err):
+		// Held by another worker (or taken between Create's read of a
+		// released lease and its conditional write).
+		r.rec.LeaseRetry()
+		_ = wk.nakDelayed(m, attempt)
+		return handled, nil
+	case err != nil:
+		return stopped, fmt.Errorf("taking the lease of key %s: %w", key, wk.conn.Classify(rctx, err))
+	}
+
+	r.inflight.Add(1)
+	defer r.inflight.Add(-1)
+	work, crash := r.w.Attempt(idx, attempt)
+	e := r.rec.BeginFenced(idx, wk.lane.index, r.now(), rev)
+	current := rev // the lease's last revision: renewals move it
+	renew := func() {
+		if current == 0 {
+			return // lost: a renewal cannot bring it back
+		}
+		msg := &nats.Msg{Subject: "$KV." + wk.kv.Bucket() + "." + key, Header: nats.Header{}}
+		rctx, cancel := wk.conn.Ctx(ctx)
+		defer cancel()
+		ack, err := wk.conn.JS.PublishMsg(rctx, msg, jetstream.WithExpectLastSequencePerSubject(current), jetstream.WithMsgTTL(r.o.Lease.TTL))
+		switch {
+		case err == nil:
+			current = ack.Sequence
+		case jsapi.IsWrongLastSequence(err):
+			current = 0
+		}
+	}
+	if !wk.work(ctx, m, work, renew) {
+		return stopped, nil // interrupted: the execution stays open, as it was
+	}
+	if crash {
+		r.rec.End(e, r.now(), record.Crashed)
+		return crashed, nil // the lease lapses at its TTL, the message after its ack wait
+	}
+	r.rec.End(e, r.now(), record.Done) // the fenced write
+	r.markDone(idx)
+	rctx, cancel = wk.conn.Ctx(ctx)
+	err = wk.kv.Delete(rctx, key, jetstream.LastRevision(current))
+	cancel()
+	switch {
+	case current == 0 || jsapi.IsWrongLastSequence(err):
+		r.rec.LeaseLost()
+	case err != nil && ctx.Err() == nil:
+		return stopped, fmt.Errorf("releasing the lease of key %s: %w", key, wk.conn.Classify(rctx, err))
+	}
+	_ = m.Ack()
+	return handled, nil
+}
+
+// nakDelayed hands the message back to be redelivered after the lease
+// retry delay. On a consumer with a backoff, nats-server (2.11-2.15) waits
+// delay - ack wait + backoff[attempt-1] (see work's nakDelay), so the
+// delay sent is corrected for it.
+func (wk *worker) nakDelayed(m jetstream.Msg, attempt int) error {
+	r := wk.r
+	want := r.o.Lease.Retry
+	if len(r.lane0.BackOff) > 0 {
+		want = max(want+r.lane0.AckWait-r.ackWaitOf(attempt), 0)
+	}
+	if want <= 0 {
+		return m.Nak()
+	}
+	return m.NakWithDelay(want)
+}
+
+// leaseTick is how often a worker with in-progress acks sends them and
+// renews its lease.
+func (r *strategyRun) leaseTick() time.Duration {
+	return max(min(r.ackWait, r.o.Lease.TTL)/3, time.Millisecond)
+}
