@@ -117,16 +117,6 @@ func usageErrorf(format string, args ...any) error {
 // e.g. a workload spec) a usage error.
 func badInput(err error) error { return &usageErr{err} }
 
-// withCode was the old way to attach a code; only commands/simulate*.go
-// (issue 11b) still call it, always with ExitUsage, until they move to
-// badInput. Any other code is a programming error.
-func withCode(code int, err error) error {
-	if code != ExitUsage {
-		panic(fmt.Sprintf("withCode(%d): return a typed error mapped in exitCodes", code))
-	}
-	return badInput(err)
-}
-
 // designFileError is a design file that cannot be read or parsed (exit 2).
 type designFileError struct{ err error }
 

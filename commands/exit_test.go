@@ -74,7 +74,4 @@ func TestExitCodeTable(t *testing.T) {
 			t.Errorf("%T: silent %v, want %v", c.err, isSilent(c.err), c.silent)
 		}
 	}
-	if got := exitCode(withCode(ExitUsage, errors.New("old style"))); got != ExitUsage {
-		t.Errorf("withCode(ExitUsage) = %d", got)
-	}
 }
