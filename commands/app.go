@@ -5,7 +5,6 @@ package commands
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -32,11 +31,11 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	app.Metadata = map[string]any{typedArgsKey: args}
 	unknown := ""
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
-	err := app.RunContext(ctx, joinWatchInterval(args))
+	err := app.RunContext(ctx, joinOptionalValues(app, args))
 	if unknown != "" {
 		err = unknownCommand(app, unknown)
 	}
-	if ctx.Err() != nil && err != errStoppedCleanly {
+	if ctx.Err() != nil && !is[*stoppedCleanly](err) {
 		fmt.Fprintf(stderr, "lanes: %s\n", printableLines(strings.TrimSpace(interruptedMessage(ctx, err))))
 		return ExitInterrupted
 	}
@@ -56,11 +55,6 @@ func printableLines(msg string) string {
 		lines[i] = planner.Printable(l, 4096)
 	}
 	return strings.Join(lines, "\n")
-}
-
-func isSilent(err error) bool {
-	var ee *exitError
-	return errors.As(err, &ee) && ee.err == nil
 }
 
 func newApp(io *IO) *cli.App {

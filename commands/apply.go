@@ -16,6 +16,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
 )
 
@@ -171,8 +172,8 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 		}
 		defer lock.Release(context.WithoutCancel(ctx))
 	}
-	bars := newProgressBars(o.IO)
-	o.Converge.Progress = bars.update
+	bars := applyProgress(o.IO)
+	o.Converge.Progress = func(p converge.Progress) { bars.Update(phaseText[p.Phase], p.Done, p.Total) }
 	diff, err := converge.Compare(ctx, conn, o.Plan, o.Converge)
 	if err != nil {
 		return err
@@ -183,9 +184,12 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 	out := &applyOutcome{diff: diff, needsConfirmation: needsConfirmation(o, diff)}
 	switch {
 	case o.DryRun:
-		return dryRunExit(diff, view.done(out))
+		if err := view.done(out); err != nil {
+			return err
+		}
+		return dryRunOutcome(diff)
 	case diff.Refused():
-		out.err = withCode(ExitRefused, &converge.RefusedError{Reasons: diff.Refusals})
+		out.err = &converge.RefusedError{Reasons: diff.Refusals}
 		view.done(out)
 		return out.err
 	case diff.Pending():
@@ -198,8 +202,25 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 	// Also when nothing is pending: lanes that could not be read make the
 	// apply incomplete.
 	out.res, out.err = converge.Execute(ctx, conn, diff)
-	bars.finish()
-	return applyExit(view.done(out), out.err)
+	bars.Finish()
+	if err := view.done(out); out.err == nil {
+		return err
+	}
+	return out.err
+}
+
+// phaseText names apply's steps in its progress.
+var phaseText = map[converge.Phase]string{
+	converge.PhaseLanes:  "lanes",
+	converge.PhaseDrain:  "old lanes' backlog processed",
+	converge.PhaseResume: "resuming new lanes",
+	converge.PhaseDelete: "deleting lanes",
+}
+
+// applyProgress shows apply's steps on stderr: bars on a terminal, plain
+// lines in a CI log. A drain's pace says nothing of its end.
+func applyProgress(io *IO) *progress.Meter {
+	return progress.New(io.Err, io.ErrTTY, "apply").NoETA(phaseText[converge.PhaseDrain])
 }
 
 // refusedByLock ends an apply that could not take the lock: it shows the
@@ -210,7 +231,7 @@ func refusedByLock(ctx context.Context, conn *connect.Conn, o ApplyOptions, view
 	if !errors.As(err, &locked) && !errors.As(err, &unsupported) {
 		return err
 	}
-	out := &applyOutcome{err: withCode(ExitRefused, err)}
+	out := &applyOutcome{err: err}
 	if locked != nil {
 		out.holder = &locked.Holder
 	}
@@ -252,10 +273,13 @@ type applyView interface {
 }
 
 func newApplyView(o ApplyOptions, server string) applyView {
-	if o.Output == "table" {
-		return &tableView{out: o.IO.Out, server: server}
+	switch o.Output {
+	case "json":
+		return &docView{o: o, server: server, encode: render.JSON}
+	case "yaml": // plan --server
+		return &docView{o: o, server: server, encode: render.YAML}
 	}
-	return &docView{o: o, server: server}
+	return &tableView{out: o.IO.Out, server: server}
 }
 
 type tableView struct {
@@ -284,6 +308,7 @@ func (v *tableView) done(o *applyOutcome) error {
 type docView struct {
 	o      ApplyOptions
 	server string
+	encode func(w io.Writer, v any) error
 }
 
 func (v *docView) diff(*converge.Diff) error { return nil }
@@ -304,10 +329,7 @@ func (v *docView) done(o *applyOutcome) error {
 		doc.Error = o.err.Error()
 	}
 	doc.Status, doc.Refused, doc.Reasons = outcomeStatus(v.o, o)
-	if v.o.Output == "yaml" {
-		return render.YAML(v.o.IO.Out, doc)
-	}
-	return render.JSON(v.o.IO.Out, doc)
+	return v.encode(v.o.IO.Out, doc)
 }
 
 // outcomeStatus sums up an apply in one word, and says why it refused or
@@ -345,35 +367,19 @@ func outcomeStatus(opts ApplyOptions, o *applyOutcome) (status string, refused b
 	return "failed", false, []string{o.err.Error()}
 }
 
-// dryRunExit: 4 when apply would refuse, 3 when changes are pending, 5
-// when some lanes could not be read, else 0.
-func dryRunExit(d *converge.Diff, err error) error {
+// dryRunOutcome is what a dry run found, as the error that ends it: apply
+// would refuse, changes are pending, some lanes could not be read, or
+// nothing (nil).
+func dryRunOutcome(d *converge.Diff) error {
 	switch {
-	case err != nil:
-		return err
 	case d.Refused():
-		return withCode(ExitRefused, fmt.Errorf("apply would refuse:\n  - %s", strings.Join(d.Refusals, "\n  - ")))
+		return &refusedError{fmt.Errorf("apply would refuse:\n  - %s", strings.Join(d.Refusals, "\n  - "))}
 	case d.Pending():
-		return silentExit(ExitChanges)
+		return &pendingError{}
 	case len(d.Unavailable()) > 0:
-		return withCode(ExitIncomplete, fmt.Errorf("%d lanes could not be read; their state is unknown", len(d.Unavailable())))
+		return &incompleteError{fmt.Errorf("%d lanes could not be read; their state is unknown", len(d.Unavailable()))}
 	}
 	return nil
-}
-
-// applyExit maps converge's outcomes to exit codes; connection errors keep theirs.
-func applyExit(renderErr, err error) error {
-	var refused *converge.RefusedError
-	var incomplete *converge.IncompleteError
-	switch {
-	case err == nil:
-		return renderErr
-	case errors.As(err, &refused):
-		return withCode(ExitRefused, err)
-	case errors.As(err, &incomplete):
-		return withCode(ExitIncomplete, err)
-	}
-	return err
 }
 
 // confirm asks on a terminal before changing an existing stream; without
@@ -383,9 +389,9 @@ func confirm(ctx context.Context, o ApplyOptions, server string, d *converge.Dif
 		return nil
 	}
 	if !o.IO.InTTY {
-		return withCode(ExitRefused, fmt.Errorf(
+		return &refusedError{fmt.Errorf(
 			"stream %s already exists on %s and apply would change it; nothing was changed: review with --dry-run, then re-run with --yes (no terminal to ask on)",
-			d.Stream.Name, server))
+			d.Stream.Name, server)}
 	}
 	drainPipe(o.IO.Out, 2*time.Second)
 	fmt.Fprintf(o.IO.Err, "Apply these changes to stream %s on %s? [y/N] ", d.Stream.Name, server)
@@ -404,5 +410,5 @@ func confirm(ctx context.Context, o ApplyOptions, server string, d *converge.Dif
 			return nil
 		}
 	}
-	return withCode(ExitRefused, errors.New("not confirmed; nothing was changed"))
+	return &refusedError{errors.New("not confirmed; nothing was changed")}
 }

@@ -348,3 +348,62 @@ func TestApplyRefusesWhatTheServerCannotHold(t *testing.T) {
 		t.Fatal("a refused apply created the stream")
 	}
 }
+
+// TestApplyProgressInLogs: without a terminal (a CI log), a repartition
+// says on stderr while it drains that it is draining and how much is
+// left, and its end; stdout keeps the diff and the result alone.
+func TestApplyProgressInLogs(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	base := append([]string{"apply", "--yes", "--server", srv.URL()}, seed...)
+	if code, _, errs := lanes(t, base...); code != 0 || !strings.Contains(errs, "apply: lanes 8/8 (100%)") {
+		t.Fatalf("fresh apply: exit %d\n%s", code, errs)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := js.Publish(context.Background(), fmt.Sprintf("msgs.received_from.u%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errs syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- commands.Main(append([]string{"lanes"}, append(base, "--partitions", "4")...), strings.NewReader(""), &out, &errs)
+	}()
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(errs.String(), "apply: old lanes' backlog processed 0/20 (0%)") },
+		"a progress line while the old lanes wait for workers")
+	select {
+	case code := <-done:
+		t.Fatalf("apply ended (exit %d) before the old lanes drained", code)
+	default:
+	}
+	for part := 0; part < 8; part++ { // a worker processes the old lanes
+		lane := fmt.Sprintf("orders-n8-%02d", part)
+		for {
+			c, err := js.Consumer(context.Background(), "ORDERS", lane)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.CachedInfo().NumPending+uint64(c.CachedInfo().NumAckPending) == 0 {
+				break
+			}
+			natstest.Fetch(t, js, "ORDERS", lane, 1, true)
+		}
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out.String(), errs.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("apply did not finish after the drain")
+	}
+	for _, want := range []string{"apply: old lanes' backlog processed 20/20 (100%)", "apply: deleting lanes 8/8 (100%)"} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("no %q in stderr:\n%s", want, errs.String())
+		}
+	}
+	if strings.Contains(out.String(), "apply:") || strings.Contains(errs.String(), "\r") {
+		t.Errorf("progress on stdout, or drawn as bars:\n%s\n%q", out.String(), errs.String())
+	}
+}

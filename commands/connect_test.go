@@ -180,7 +180,7 @@ func TestConnectTLS(t *testing.T) {
 	expect(t, code, out, errs, 0, "")
 
 	// The server wants a client certificate.
-	code, out, errs = lanes(t, applyArgs("--server", tlsURL, "--tlsca", f.CA)...)
+	code, _, errs = lanes(t, applyArgs("--server", tlsURL, "--tlsca", f.CA)...)
 	if code != commands.ExitConnect {
 		t.Fatalf("without a client certificate: exit %d, stderr %s", code, errs)
 	}
@@ -365,7 +365,7 @@ func TestContextFields(t *testing.T) {
 		writeContext(t, "noprefix", `{"url": "`+srv.URL()+`", "user": "priv", "password": "priv-pw"}`)
 		code, out, errs := lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", "priv")
 		expect(t, code, out, errs, commands.ExitChanges, "")
-		code, out, errs = lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", "noprefix", "--timeout", "1s")
+		code, _, errs = lanes(t, "apply", "--dry-run", "-f", "../examples/seed/lanes.yaml", "--context", "noprefix", "--timeout", "1s")
 		if code == commands.ExitChanges {
 			t.Fatalf("without the prefix the replies cannot arrive, yet it worked: %s", errs)
 		}

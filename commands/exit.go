@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -26,49 +28,51 @@ const (
 	ExitInterrupted = 130 // stopped by Ctrl-C or SIGTERM
 )
 
-// exitError carries an exit code. A nil err means the command already said
-// everything on stdout (e.g. "changes pending") and nothing goes to stderr.
-type exitError struct {
-	code int
-	err  error
+// exitCodes maps typed errors to their exit codes: with connectCode and
+// interrupted, the only place that decides a code. Commands return these
+// errors (theirs, or the packages' own) and never pick a number. The
+// first match in the error's chain, top to bottom, wins.
+var exitCodes = []struct {
+	match func(error) bool
+	code  int
+}{
+	{is[*usageErr], ExitUsage},
+	{is[*designFileError], ExitUsage},
+	{is[*planner.FieldError], ExitUsage},
+	{is[*planner.LineError], ExitUsage},
+	{is[*health.KeyError], ExitUsage},
+	{is[*pendingError], ExitChanges},
+	{is[*refusedError], ExitRefused},
+	{is[*converge.RefusedError], ExitRefused},
+	{is[*converge.LockedError], ExitRefused},
+	{is[*converge.LockUnsupportedError], ExitRefused},
+	{is[*incompleteError], ExitIncomplete},
+	{is[*converge.IncompleteError], ExitIncomplete},
+	{is[*thresholdError], ExitThreshold},
+	{is[*stoppedCleanly], ExitOK},
 }
 
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-func (e *exitError) Unwrap() error { return e.err }
-
-// withCode attaches an exit code to an error.
-func withCode(code int, err error) error { return &exitError{code: code, err: err} }
-
-// silentExit ends the command with a code and no message.
-func silentExit(code int) error { return &exitError{code: code} }
-
-// usageErrorf reports bad flags or input (exit 2).
-func usageErrorf(format string, args ...any) error {
-	return withCode(ExitUsage, fmt.Errorf(format, args...))
+func is[T error](err error) bool {
+	var target T
+	return errors.As(err, &target)
 }
 
-// exitCode maps an error to its documented exit code: the only place that does.
+// exitCode maps an error to its documented exit code.
 func exitCode(err error) int {
-	var ee *exitError
 	var ce *connect.Error
-	var fe *planner.FieldError
-	var le *planner.LineError
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &ee):
-		return ee.code
 	case interrupted(err):
 		return ExitInterrupted
-	case errors.As(err, &ce):
+	}
+	for _, e := range exitCodes {
+		if e.match(err) {
+			return e.code
+		}
+	}
+	if errors.As(err, &ce) {
 		return connectCode(ce.Kind)
-	case errors.As(err, &fe), errors.As(err, &le), errors.As(err, new(*designFileError)):
-		return ExitUsage
 	}
 	return ExitError
 }
@@ -98,8 +102,53 @@ func connectCode(k connect.Kind) int {
 	return ExitError
 }
 
-// designFileError is a design file that cannot be read or parsed.
+// usageErr: bad flags, design or input; nothing was changed (exit 2).
+type usageErr struct{ err error }
+
+func (e *usageErr) Error() string { return e.err.Error() }
+func (e *usageErr) Unwrap() error { return e.err }
+
+// usageErrorf reports bad flags or input.
+func usageErrorf(format string, args ...any) error {
+	return &usageErr{fmt.Errorf(format, args...)}
+}
+
+// badInput makes an error about an input (a flag value a package checked,
+// e.g. a workload spec) a usage error.
+func badInput(err error) error { return &usageErr{err} }
+
+// designFileError is a design file that cannot be read or parsed (exit 2).
 type designFileError struct{ err error }
 
 func (e *designFileError) Error() string { return e.err.Error() }
 func (e *designFileError) Unwrap() error { return e.err }
+
+// pendingError: a dry run found changes to make (exit 3). The diff on
+// stdout said it all: nothing goes to stderr.
+type pendingError struct{}
+
+func (*pendingError) Error() string { return "changes pending" }
+
+// refusedError: apply refuses, in words (not confirmed, no terminal to
+// ask on, a dry run's refusals); nothing was changed (exit 4).
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// incompleteError: the server could not tell everything (lanes not read);
+// a re-run finishes (exit 5).
+type incompleteError struct{ err error }
+
+func (e *incompleteError) Error() string { return e.err.Error() }
+func (e *incompleteError) Unwrap() error { return e.err }
+
+// stoppedCleanly ends lanes work after a signal when every message in
+// flight finished and the lanes were handed over: exit 0, not 130, and
+// nothing on stderr.
+type stoppedCleanly struct{}
+
+func (*stoppedCleanly) Error() string { return "stopped" }
+
+// isSilent: the error ends the command with its code and no message.
+func isSilent(err error) bool { return is[*pendingError](err) || is[*stoppedCleanly](err) }

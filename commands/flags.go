@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -326,4 +327,60 @@ func outputFormat(c *cli.Context, formats ...string) (string, error) {
 		}
 	}
 	return "", usageErrorf("--output %q: choose one of %s", c.String("output"), strings.Join(formats, ", "))
+}
+
+// optionalValue is a flag value that may stand alone (--watch) or take a
+// value (--watch=5s). Go's flag parsing gives a flag that may stand alone
+// no separate value: it would take "--watch 5s" as the flag, then 5s and
+// every flag after it as arguments. A command declares such a flag as a
+// cli.GenericFlag whose value implements optionalValue, and
+// joinOptionalValues joins its separate value for it.
+type optionalValue interface {
+	IsBoolFlag() bool
+	TakesValue(arg string) bool // whether arg is this flag's value, not the next argument
+}
+
+// joinOptionalValues turns "CMD ... --flag VALUE" into "--flag=VALUE" for
+// the optional-value flags of the command named in args, when VALUE is
+// shaped like the flag's value. Other commands' arguments pass unchanged.
+func joinOptionalValues(app *cli.App, args []string) []string {
+	out := make([]string, 0, len(args))
+	var cmd *cli.Command
+	named := false // the command name was seen
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(out, args[i:]...)
+		case i > 0 && !named && !strings.HasPrefix(a, "-"):
+			named, cmd = true, app.Command(a)
+		case cmd != nil && i+1 < len(args):
+			if v := optionalFlag(cmd, a); v != nil && v.TakesValue(args[i+1]) {
+				out = append(out, a+"="+args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// optionalFlag is the optional value behind arg (-name or --name), if the
+// command declares such a flag.
+func optionalFlag(cmd *cli.Command, arg string) optionalValue {
+	name := strings.TrimLeft(arg, "-")
+	if name == arg || strings.Contains(name, "=") {
+		return nil
+	}
+	for _, f := range cmd.Flags {
+		g, ok := f.(*cli.GenericFlag)
+		if !ok {
+			continue
+		}
+		if v, ok := g.Value.(optionalValue); ok && slices.Contains(g.Names(), name) {
+			return v
+		}
+	}
+	return nil
 }

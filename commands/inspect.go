@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
@@ -25,9 +24,6 @@ var inspectFormats = []string{"table", "json", "prometheus"}
 
 // DefaultWatchInterval is the refresh of --watch without a value.
 const DefaultWatchInterval = 2 * time.Second
-
-// placementEvery is how often a watch reads the stream's subject list.
-const placementEvery = time.Minute
 
 // InspectOptions is everything lanes inspect needs.
 type InspectOptions struct {
@@ -131,35 +127,12 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 }
 
 // watchValue is --watch: a flag that works alone (--watch) or with a value
-// (--watch=5s; --watch 5s is rewritten to that by joinWatchInterval).
+// (--watch=5s, or --watch 5s: see optionalValue).
 type watchValue struct{ every time.Duration }
 
-// joinWatchInterval turns "inspect ... --watch 5s" into "--watch=5s": Go's
-// flag parsing gives a flag that may stand alone no separate value, and
-// would take 5s (and every flag after it) as arguments.
-func joinWatchInterval(args []string) []string {
-	inInspect := false
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return append(out, args[i:]...)
-		case a == "inspect":
-			inInspect = true
-		case inInspect && (a == "--watch" || a == "-watch") && i+1 < len(args):
-			// Anything shaped like an interval is the watch's, even a bad
-			// one: --watch 0s must say what is wrong with 0s.
-			if intervalShape.MatchString(args[i+1]) {
-				out = append(out, a+"="+args[i+1])
-				i++
-				continue
-			}
-		}
-		out = append(out, a)
-	}
-	return out
-}
+// TakesValue: anything shaped like an interval is the watch's, even a bad
+// one: --watch 0s must say what is wrong with 0s.
+func (w *watchValue) TakesValue(s string) bool { return intervalShape.MatchString(s) }
 
 var intervalShape = regexp.MustCompile(`^-?[0-9][0-9.]*[a-zµ]*$`)
 
@@ -207,8 +180,19 @@ func parseInterval(s string) (time.Duration, error) {
 }
 
 func runInspect(ctx context.Context, o InspectOptions) error {
+	view := newInspectView(o)
 	if o.Watch > 0 {
-		return runWatch(ctx, o)
+		conn, err := connect.Dial(ctx, o.Conn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		return health.Watch(ctx, conn, o.healthOptions(), o.Watch, func(t health.Turn) error {
+			if err := view.turn(t); err != nil || t.Report == nil {
+				return err
+			}
+			return thresholds(o, t.Report) // the watch stops at the first crossing
+		})
 	}
 	conn, err := connect.Open(ctx, o.Conn)
 	if err != nil {
@@ -218,182 +202,138 @@ func runInspect(ctx context.Context, o InspectOptions) error {
 	// A one-shot read allocates tens of MB (decoded consumer infos) and
 	// exits: collecting garbage on the way costs more than it frees.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	r, places, err := readInspect(ctx, conn, o, o.healthOptions())
+	r, err := health.Inspect(ctx, conn, o.healthOptions())
 	if err != nil {
-		return conn.Diagnose(ctx, err)
+		return describeInspectError(conn.Diagnose(ctx, err))
 	}
-	if err := writeInspect(o, o.IO.Out, r, places); err != nil {
+	if err := view.show(r); err != nil {
 		return err
 	}
-	return failOn(o, r)
+	return thresholds(o, r)
 }
 
 func (o InspectOptions) healthOptions() health.Options {
-	return health.Options{Stream: o.Stream, Design: o.Design, Plan: o.Plan}
+	return health.Options{Stream: o.Stream, Design: o.Design, Plan: o.Plan, Key: o.Key}
 }
 
-// readInspect reads one report; with --key it keeps only the key's lanes.
-func readInspect(ctx context.Context, conn *connect.Conn, o InspectOptions, ho health.Options) (*health.Report, []health.KeyPlace, error) {
-	r, err := health.Read(ctx, conn, ho)
-	if err != nil {
-		return nil, nil, err
+// thresholds checks the --fail-on thresholds.
+func thresholds(o InspectOptions, r *health.Report) error {
+	if breaches := health.Check(r, o.FailOn); len(breaches) > 0 {
+		return &thresholdError{breaches}
 	}
-	if o.Key == "" {
-		return r, nil, nil
-	}
-	places, err := r.Locate(o.Key)
-	if err != nil {
-		return nil, nil, usageErrorf("--key: %v", err)
-	}
-	var names []string
-	for _, p := range places {
-		names = append(names, p.Lanes...)
-	}
-	return r.Only(names...), places, nil
+	return nil
 }
 
-func writeInspect(o InspectOptions, w io.Writer, r *health.Report, places []health.KeyPlace) error {
+// thresholdError: a --fail-on threshold was crossed (exit 6).
+type thresholdError struct{ breaches []health.Breach }
+
+func (e *thresholdError) Error() string {
+	lines := make([]string, len(e.breaches))
+	for i, b := range e.breaches {
+		lines[i] = fmt.Sprintf("--fail-on %s: %s", b.Expr, b.Detail)
+	}
+	return strings.Join(lines, "\nlanes: ")
+}
+
+// inspectView shows reports in the format chosen once with -o: a report
+// on its own, and each turn of a watch.
+type inspectView interface {
+	show(r *health.Report) error
+	turn(t health.Turn) error
+}
+
+func newInspectView(o InspectOptions) inspectView {
+	var write func(w io.Writer, r *health.Report) error
 	switch o.Output {
 	case "json":
+		write = func(w io.Writer, r *health.Report) error { return render.InspectJSON(w, r, r.Places) }
 		if o.Watch > 0 {
-			return render.InspectJSONLine(w, r)
+			write = render.InspectJSONLine // one document per line
 		}
-		return render.InspectJSON(w, r, places)
 	case "prometheus":
-		return render.InspectPrometheus(w, r)
+		write = render.InspectPrometheus
+	default:
+		return &screenView{o: o}
 	}
-	s := render.NewStyles(o.IO.Out)
-	if len(places) > 0 {
-		render.KeyPlaces(w, s, places)
+	return &streamView{o: o, write: write}
+}
+
+// problemText says why a watch turn has no figures.
+func problemText(o InspectOptions, err error) string {
+	var de *health.DisconnectedError
+	if errors.As(err, &de) {
+		return de.Error()
+	}
+	return fmt.Sprintf("cannot read (retrying every %s): %s", o.Watch, planner.Printable(describeInspectError(err).Error(), 500))
+}
+
+// describeInspectError names the flag behind an error the user can fix.
+func describeInspectError(err error) error {
+	var ke *health.KeyError
+	if errors.As(err, &ke) {
+		return fmt.Errorf("--key: %w", err)
+	}
+	return err
+}
+
+// streamView appends each report to stdout (JSON, Prometheus) and says
+// problems on stderr, once each, so stdout stays parseable.
+type streamView struct {
+	o           InspectOptions
+	write       func(w io.Writer, r *health.Report) error
+	lastProblem string
+}
+
+func (v *streamView) show(r *health.Report) error { return v.write(v.o.IO.Out, r) }
+
+func (v *streamView) turn(t health.Turn) error {
+	if t.Err == nil {
+		v.lastProblem = ""
+		return v.show(t.Report)
+	}
+	if p := problemText(v.o, t.Err); p != v.lastProblem { // say it once, not every tick
+		v.lastProblem = p
+		fmt.Fprintf(v.o.IO.Err, "lanes: %s %s\n", t.At.Format("15:04:05"), p)
+	}
+	return nil
+}
+
+// screenView is the table. A watch redraws it in place on a terminal,
+// keeping the last figures on screen while it reconnects; elsewhere each
+// refresh is appended.
+type screenView struct{ o InspectOptions }
+
+func (v *screenView) show(r *health.Report) error { return v.write(v.o.IO.Out, r) }
+
+func (v *screenView) write(w io.Writer, r *health.Report) error {
+	s := render.NewStyles(v.o.IO.Out)
+	if len(r.Places) > 0 {
+		render.KeyPlaces(w, s, r.Places)
 	}
 	return render.InspectTable(w, s, r)
 }
 
-// failOn checks the --fail-on thresholds: crossing one is exit 6.
-func failOn(o InspectOptions, r *health.Report) error {
-	breaches := health.Check(r, o.FailOn)
-	if len(breaches) == 0 {
-		return nil
-	}
-	lines := make([]string, len(breaches))
-	for i, b := range breaches {
-		lines[i] = fmt.Sprintf("--fail-on %s: %s", b.Expr, b.Detail)
-	}
-	return withCode(ExitThreshold, errors.New(strings.Join(lines, "\nlanes: ")))
-}
-
-// runWatch connects and watches. JetStream that does not answer yet (a
-// cluster without a leader, a timeout) is a problem the watch shows and
-// retries; a wrong setting, credentials or permissions end it.
-func runWatch(ctx context.Context, o InspectOptions) error {
-	conn, err := connect.Dial(ctx, o.Conn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := conn.CheckJetStream(ctx); err != nil {
-		var ce *connect.Error
-		if !errors.As(err, &ce) || (ce.Kind != connect.KindTimeout && ce.Kind != connect.KindUnavailable) {
-			return err
+func (v *screenView) turn(t health.Turn) error {
+	shown, problem := t.Report, ""
+	if t.Err != nil {
+		problem = problemText(v.o, t.Err)
+		if v.o.IO.OutTTY && t.Last != nil {
+			shown = t.Last
+			problem += fmt.Sprintf("; figures from %s", t.Last.Time.Format("15:04:05"))
 		}
-	}
-	return watchInspect(ctx, conn, o)
-}
-
-// watchInspect refreshes the report every interval until ctx ends. While
-// the connection is down it says so and waits for nats.go to reconnect,
-// rather than exiting; a read that fails is retried on the next tick.
-func watchInspect(ctx context.Context, conn *connect.Conn, o InspectOptions) error {
-	tick := time.NewTicker(o.Watch)
-	defer tick.Stop()
-	var prev, placed *health.Report
-	lastProblem := ""
-	for {
-		// The subject list (placement check) is read once a minute; the
-		// refreshes in between carry its findings.
-		ho := o.healthOptions()
-		checkPlacement := placed == nil || time.Since(placed.Time) >= placementEvery
-		if !checkPlacement {
-			ho.MaxSubjects = -1
-		}
-		r, places, problem := watchRead(ctx, conn, o, ho)
-		if ctx.Err() != nil {
-			return nil // Ctrl-C is how a watch ends
-		}
-		if r != nil {
-			if checkPlacement {
-				placed = r
-			} else {
-				health.CarryPlacement(placed, r)
-			}
-			health.Rates(prev, r)
-			prev = r
-		}
-		if err := drawWatch(o, r, prev, places, problem, problem == lastProblem); err != nil {
-			return err
-		}
-		lastProblem = problem
-		if r != nil {
-			if err := failOn(o, r); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-// watchRead reads once, failing fast: no request while disconnected, and
-// the whole read bounded by the interval (or the request timeout).
-func watchRead(ctx context.Context, conn *connect.Conn, o InspectOptions, ho health.Options) (*health.Report, []health.KeyPlace, string) {
-	if st := conn.NC.Status(); st != nats.CONNECTED {
-		return nil, nil, fmt.Sprintf("lost the connection to %s; reconnecting (%s)", conn.Server, strings.ToLower(st.String()))
-	}
-	rctx, cancel := context.WithTimeout(ctx, max(o.Watch, conn.Timeout))
-	defer cancel()
-	r, places, err := readInspect(rctx, conn, o, ho)
-	if err != nil {
-		err = conn.Diagnose(ctx, err)
-		return nil, nil, fmt.Sprintf("cannot read (retrying every %s): %s", o.Watch, planner.Printable(err.Error(), 500))
-	}
-	return r, places, ""
-}
-
-// drawWatch shows one refresh. On a terminal with the table output the
-// screen is redrawn in place; otherwise each refresh is appended (JSON:
-// one document per line), and problems go to stderr, once each, for JSON
-// and Prometheus so stdout stays parseable.
-func drawWatch(o InspectOptions, r, last *health.Report, places []health.KeyPlace, problem string, repeated bool) error {
-	if o.Output != "table" {
-		if problem != "" {
-			if !repeated { // say it once, not every tick
-				fmt.Fprintf(o.IO.Err, "lanes: %s %s\n", time.Now().Format("15:04:05"), problem)
-			}
-			return nil
-		}
-		return writeInspect(o, o.IO.Out, r, places)
-	}
-	shown := r
-	if shown == nil && o.IO.OutTTY && last != nil {
-		shown = last // keep the last figures on screen while reconnecting
-		problem += fmt.Sprintf("; figures from %s", last.Time.Format("15:04:05"))
 	}
 	var frame bytes.Buffer
-	s := render.NewStyles(o.IO.Out)
-	render.WatchHeader(&frame, s, time.Now(), o.Watch, problem)
+	render.WatchHeader(&frame, render.NewStyles(v.o.IO.Out), t.At, v.o.Watch, problem)
 	if shown != nil {
-		if err := writeInspect(o, &frame, shown, places); err != nil {
+		if err := v.write(&frame, shown); err != nil {
 			return err
 		}
 	}
-	if o.IO.OutTTY {
-		o.IO.Out.Write([]byte("\x1b[H\x1b[2J"))
+	if v.o.IO.OutTTY {
+		v.o.IO.Out.Write([]byte("\x1b[H\x1b[2J"))
 	} else {
 		frame.WriteString("\n")
 	}
-	_, err := o.IO.Out.Write(frame.Bytes())
+	_, err := v.o.IO.Out.Write(frame.Bytes())
 	return err
 }

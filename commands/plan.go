@@ -92,10 +92,19 @@ func runPlan(ctx context.Context, o PlanOptions) error {
 	if o.Key != "" && o.KeysPath != "" {
 		return usageErrorf("--key and --keys cannot be combined: --key answers for one subject, --keys for a file")
 	}
+	view := newPlanView(o)
 	if o.Key != "" {
-		return planKey(o)
+		a, err := planner.NewAssigner(o.Plan).Assign(o.Key)
+		if err != nil {
+			var le *planner.LineError
+			if errors.As(err, &le) {
+				return usageErrorf("--key %q does not match the subject pattern %s", o.Key, o.Plan.Design.Subject)
+			}
+			return err
+		}
+		return view.key(render.NewKeyAnswer(o.Plan, a))
 	}
-	if err := renderPlan(ctx, o); err != nil {
+	if err := view.plan(ctx); err != nil {
 		return err
 	}
 	if o.EmitDir != "" {
@@ -104,48 +113,69 @@ func runPlan(ctx context.Context, o PlanOptions) error {
 	return nil
 }
 
-// renderPlan prints the plan in the chosen format.
-func renderPlan(ctx context.Context, o PlanOptions) error {
+// planView shows the plan in the format chosen once with -o: the whole
+// plan (with the keys' assignment and skew when --keys is given), or
+// where one subject goes (--key).
+type planView interface {
+	plan(ctx context.Context) error
+	key(ans render.KeyAnswer) error
+}
+
+func newPlanView(o PlanOptions) planView {
 	switch o.Output {
+	case "json":
+		return &planDocView{o: o, encode: render.JSON}
+	case "yaml":
+		return &planDocView{o: o, encode: render.YAML}
 	case "conf":
-		return render.Conf(o.IO.Out, o.Plan)
+		return &planConfigView{o: o, write: render.Conf}
 	case "nsc":
-		return render.NSC(o.IO.Out, o.Plan)
-	case "json", "yaml":
-		return planDocument(ctx, o)
+		return &planConfigView{o: o, write: render.NSC}
 	}
+	return &planTableView{o: o}
+}
+
+// planTableView is the table: the layout, and the skew with --keys.
+type planTableView struct{ o PlanOptions }
+
+func (v *planTableView) plan(ctx context.Context) error {
 	var skew *planner.Skew
-	if o.KeysPath != "" {
-		tally, err := assignKeys(ctx, o, nil)
+	if v.o.KeysPath != "" {
+		tally, err := assignKeys(ctx, v.o, nil)
 		if err != nil {
 			return err
 		}
-		k := tally.Skew(o.Plan, 10)
+		k := tally.Skew(v.o.Plan, 10)
 		skew = &k
 	}
-	return render.PlanTable(o.IO.Out, render.NewStyles(o.IO.Out), o.Plan, skew)
+	return render.PlanTable(v.o.IO.Out, render.NewStyles(v.o.IO.Out), v.o.Plan, skew)
 }
 
-func planKey(o PlanOptions) error {
-	a, err := planner.NewAssigner(o.Plan).Assign(o.Key)
-	if err != nil {
-		var le *planner.LineError
-		if errors.As(err, &le) {
-			return usageErrorf("--key %q does not match the subject pattern %s", o.Key, o.Plan.Design.Subject)
-		}
-		return err
-	}
-	ans := render.NewKeyAnswer(o.Plan, a)
-	switch o.Output {
-	case "json":
-		return render.JSON(o.IO.Out, ans)
-	case "yaml":
-		return render.YAML(o.IO.Out, ans)
-	case "table":
-		render.KeyAnswerText(o.IO.Out, render.NewStyles(o.IO.Out), ans)
-		return nil
-	}
-	return usageErrorf("--key prints table, json or yaml, not %s", o.Output)
+func (v *planTableView) key(ans render.KeyAnswer) error {
+	render.KeyAnswerText(v.o.IO.Out, render.NewStyles(v.o.IO.Out), ans)
+	return nil
+}
+
+// planDocView is one JSON or YAML document.
+type planDocView struct {
+	o      PlanOptions
+	encode func(w io.Writer, v any) error
+}
+
+func (v *planDocView) plan(ctx context.Context) error { return planDocument(ctx, v.o) }
+
+func (v *planDocView) key(ans render.KeyAnswer) error { return v.encode(v.o.IO.Out, ans) }
+
+// planConfigView is the mapping as server configuration (conf, nsc).
+type planConfigView struct {
+	o     PlanOptions
+	write func(w io.Writer, p *planner.Plan) error
+}
+
+func (v *planConfigView) plan(context.Context) error { return v.write(v.o.IO.Out, v.o.Plan) }
+
+func (v *planConfigView) key(render.KeyAnswer) error {
+	return usageErrorf("--key prints table, json or yaml, not %s", v.o.Output)
 }
 
 // planDocument writes the whole plan as JSON or YAML. With --keys, every

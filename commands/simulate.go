@@ -164,7 +164,7 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 		return o, err
 	}
 	if o.Process, err = workload.ParseProcess(c.String("process-time")); err != nil {
-		return o, withCode(ExitUsage, err)
+		return o, badInput(err)
 	}
 	if err := o.parseSweep(c.String("sweep")); err != nil {
 		return o, err
@@ -234,7 +234,7 @@ func (o SimulateOptions) checkSize(keys int) error {
 		return usageErrorf("--workers %d: a simulation runs at most %d workers in all", o.Workers, planner.MaxSimWorkers)
 	}
 	if err := workload.CheckSize(o.Messages, keys, o.workers()); err != nil {
-		return withCode(ExitUsage, err)
+		return badInput(err)
 	}
 	return nil
 }
@@ -363,7 +363,7 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 	spec := workload.Spec{Keys: keys, Messages: o.Messages, Rate: o.Rate, Process: o.Process, Crash: o.Crash, Seed: o.Seed}
 	w, err := workload.Generate(spec)
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return badInput(err)
 	}
 	info := workloadInfo(o, w, from)
 	if o.SweepFrom > 0 {

@@ -44,7 +44,7 @@ func simulationKeys(ctx context.Context, o SimulateOptions) (workload.Keys, stri
 	}
 	k, err := workload.ParseKeys(spec, subject)
 	if err != nil {
-		return k, "", withCode(ExitUsage, err)
+		return k, "", badInput(err)
 	}
 	return k, spec, nil
 }

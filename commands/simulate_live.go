@@ -3,13 +3,10 @@ package commands
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/record"
@@ -27,8 +24,10 @@ var runLive = live.Run
 // server is where the run ran (see render.Simulation.Server).
 func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) (results []render.StrategyResult, lanes *health.Report, server string, err error) {
 	server = "embedded"
+	meter := progress.New(o.IO.Err, o.IO.ErrTTY, "simulate")
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
-		WorkersPerLane: o.Workers, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep, Progress: liveProgress(o.IO),
+		WorkersPerLane: o.Workers, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep,
+		Progress: func(name string, done, total int) { meter.Update("live "+name, int64(done), int64(total)) },
 		Connected: func(url string) {
 			if url != "" {
 				server = url
@@ -38,7 +37,7 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 			if strategy.MustLookup(name).Consumers != strategy.PerPartition {
 				return
 			}
-			r, err := health.Read(ctx, c, health.Options{Stream: stream})
+			r, err := health.Inspect(ctx, c, health.Options{Stream: stream})
 			if err != nil {
 				fmt.Fprintf(o.IO.Err, "warning: cannot read the lane table after the run: %v\n", err)
 				return
@@ -46,9 +45,7 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 			lanes = r
 		}}
 	ran, err := runLive(ctx, req)
-	if o.IO.ErrTTY {
-		fmt.Fprintln(o.IO.Err) // end the progress line
-	}
+	meter.Finish()
 	for _, r := range ran {
 		sr := render.StrategyResult{Result: r}
 		for i := range predictions {
@@ -59,33 +56,4 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 		results = append(results, sr)
 	}
 	return results, lanes, server, err
-}
-
-// liveProgress draws a progress bar per strategy on stderr when it is a
-// terminal, like apply's.
-func liveProgress(io *IO) func(strategy string, done, total int) {
-	if !io.ErrTTY {
-		return func(string, int, int) {}
-	}
-	var mu sync.Mutex
-	var bar *progressbar.ProgressBar
-	current := ""
-	return func(strategy string, done, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if bar == nil || strategy != current {
-			if bar != nil {
-				_ = bar.Finish()
-				fmt.Fprintln(io.Err)
-			}
-			current = strategy
-			bar = progressbar.NewOptions(total,
-				progressbar.OptionSetWriter(io.Err),
-				progressbar.OptionSetDescription("live "+strategy),
-				progressbar.OptionShowCount(),
-				progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(100*time.Millisecond))
-		}
-		_ = bar.Set(done)
-	}
 }

@@ -312,6 +312,13 @@ func TestSimulateLiveEmbedded(t *testing.T) {
 			t.Fatalf("%s: %+v", r.Strategy, r)
 		}
 	}
+	// Without a terminal, progress is plain lines on stderr, one per
+	// strategy at least, ending with its count done.
+	for _, want := range []string{"simulate: live single 90/90", "simulate: live lanes 90/90"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
 }
 
 // --from-stream reads per-subject counts from a real server; the stream

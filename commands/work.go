@@ -33,7 +33,7 @@ type WorkOptions struct {
 
 // errStoppedCleanly ends lanes work after a signal when every message in
 // flight finished and the lanes were handed over: exit 0, not 130.
-var errStoppedCleanly = &exitError{code: ExitOK}
+var errStoppedCleanly error = &stoppedCleanly{}
 
 func workCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
@@ -195,7 +195,7 @@ func runWork(ctx context.Context, o WorkOptions) error {
 	if o.Work.Instance == "" {
 		o.Work.Instance = work.DefaultInstance()
 	}
-	status := newStatusLine(o.IO.Err, o.IO.ErrTTY)
+	status := newWorkStatus(o.IO.Err, o.IO.ErrTTY)
 	level := slog.LevelInfo
 	if o.Verbose {
 		level = slog.LevelDebug
@@ -217,7 +217,7 @@ func runWork(ctx context.Context, o WorkOptions) error {
 	} else {
 		out := o.IO.Out
 		if o.IO.OutTTY {
-			out = status.wrap(out) // the handlers' output and the status line share the terminal
+			out = status.Wrap(out) // the handlers' output and the status line share the terminal
 		}
 		handler = &work.ExecHandler{Command: o.Exec, Stdout: out, Stderr: status}
 	}

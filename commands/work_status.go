@@ -4,69 +4,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/work"
 )
 
-// statusLine is lanes work's progress on stderr: on a terminal one line,
-// redrawn every second below the log; elsewhere a log line per period.
-// Everything written to stderr goes through it, so a log line never lands
-// in the middle of the status line.
-type statusLine struct {
-	mu   sync.Mutex
-	w    io.Writer
-	tty  bool
-	line string
+// workStatus is lanes work's progress on stderr: on a terminal one line,
+// redrawn every second below the log (a progress.Line, which everything
+// written to stderr goes through, so a log line never lands in the middle
+// of it); elsewhere a log line per period.
+type workStatus struct {
+	*progress.Line
+	tty bool
 }
 
-func newStatusLine(w io.Writer, tty bool) *statusLine { return &statusLine{w: w, tty: tty} }
-
-const clearLine = "\r\033[K"
-
-func (s *statusLine) Write(p []byte) (int, error) { return s.writeTo(s.w, p) }
-
-func (s *statusLine) writeTo(w io.Writer, p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.tty && s.line != "" {
-		io.WriteString(s.w, clearLine)
-	}
-	n, err := w.Write(p)
-	if s.tty && s.line != "" {
-		io.WriteString(s.w, s.line)
-	}
-	return n, err
-}
-
-// wrap routes another writer to the same terminal through the status line.
-func (s *statusLine) wrap(w io.Writer) io.Writer {
-	return writerFunc(func(p []byte) (int, error) { return s.writeTo(w, p) })
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func (s *statusLine) set(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.line = line
-	io.WriteString(s.w, clearLine+line)
-}
-
-func (s *statusLine) clear() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.line != "" {
-		io.WriteString(s.w, clearLine)
-		s.line = ""
-	}
+func newWorkStatus(w io.Writer, tty bool) *workStatus {
+	return &workStatus{Line: progress.NewLine(w, tty), tty: tty}
 }
 
 // run updates the status until stop is called.
-func (s *statusLine) run(w *work.Worker, log *slog.Logger, every time.Duration) (stop func()) {
+func (s *workStatus) run(w *work.Worker, log *slog.Logger, every time.Duration) (stop func()) {
 	if s.tty {
 		every = time.Second
 	}
@@ -83,14 +41,14 @@ func (s *statusLine) run(w *work.Worker, log *slog.Logger, every time.Duration) 
 		for {
 			select {
 			case <-done:
-				s.clear()
+				s.Clear()
 				return
 			case now := <-t.C:
 				st := w.Stats()
 				rate := float64(st.Processed-last.Processed) / now.Sub(lastAt).Seconds()
 				last, lastAt = st, now
 				if s.tty {
-					s.set(statusText(st, rate))
+					s.Set(statusText(st, rate))
 					continue
 				}
 				log.Info("status", "serving", st.Serving, "lanes", st.Lanes, "instances", st.Members,

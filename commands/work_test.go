@@ -185,10 +185,17 @@ func TestWorkKillMidRun(t *testing.T) {
 			cleanEnv(t)
 			var url string
 			applyExtra := []string{"--partitions", "8", "--ack-wait", "2s"}
+			timeout := "5s"
 			if tc.cluster {
 				cl := natstest.StartCluster(t, 3)
 				url = cl.URLs()
 				applyExtra = append(applyExtra, "--replicas", "3", "--pinned")
+				// The instances race to create the R3 membership bucket; on
+				// a loaded machine (the whole suite under -race) creating a
+				// replicated stream can take longer than the default 5s,
+				// and an instance then exits ("membership bucket lanes_work:
+				// context deadline exceeded") instead of serving.
+				timeout = "20s"
 			} else {
 				url = natstest.Start(t).URL()
 			}
@@ -197,7 +204,7 @@ func TestWorkKillMidRun(t *testing.T) {
 			rec := newCallRecorder(t, 3*time.Millisecond)
 			var children []*exec.Cmd
 			for i := 0; i < tc.instances; i++ {
-				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", fmt.Sprintf("w%d", i), "--lease", "2s", "--verbose", "--status-every", "3s")...)
+				cmd, stderr := startLanes(t, workArgs("-s", url, "--timeout", timeout, "--http", rec.URL, "--instance", fmt.Sprintf("w%d", i), "--lease", "2s", "--verbose", "--status-every", "3s")...)
 				children = append(children, cmd)
 				t.Cleanup(func() {
 					if t.Failed() {
@@ -209,7 +216,7 @@ func TestWorkKillMidRun(t *testing.T) {
 			}
 			pub := startPublisher(t, js, p, 24, 2*time.Millisecond)
 			start := time.Now()
-			waitForCond(t, "every instance serving", 20*time.Second, func() bool {
+			waitForCond(t, "every instance serving", 45*time.Second, func() bool {
 				return len(instancesServing(rec.snapshot(), start)) == tc.instances
 			})
 			children[0].Process.Kill()

@@ -84,7 +84,10 @@ const (
 )
 
 // Diff is the difference between a plan and a live server, and what apply
-// will do about it. It is a value: render it, save it, then Execute it.
+// will do about it. It is a value: render it (its JSON is for reading),
+// then Execute it in the same run. It cannot be saved and executed later:
+// it holds the plan and the live state it was computed from, which its
+// JSON leaves out, and a later run must compare again anyway.
 type Diff struct {
 	Design  string        `json:"design"`
 	Stream  StreamChange  `json:"stream"`

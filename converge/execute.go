@@ -103,8 +103,10 @@ func (e *FailedError) Error() string {
 // among them decides the exit code.
 func (e *FailedError) Unwrap() []error { return e.errs }
 
-// Apply compares and executes: the whole of apply with no prompt and no
-// output, for programs (simulate --live) and tests.
+// Apply compares and executes: the whole of apply with no lock, no prompt
+// and no output, for Go programs (docs/apply.md, "From Go") and tests.
+// lanes apply calls Compare and Execute itself, with the lock before and
+// the confirmation between them; simulate --live does not use it.
 func Apply(ctx context.Context, conn *connect.Conn, p *planner.Plan, o Options) (*Diff, *Result, error) {
 	d, err := Compare(ctx, conn, p, o)
 	if err != nil {
@@ -128,7 +130,7 @@ func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) 
 		res.WriteRequests = x.a.Writes()
 		res.Elapsed = time.Since(start)
 	}()
-	ctx, cancel := conn.Guard(ctx)
+	ctx, cancel := x.a.Guard(ctx)
 	defer cancel()
 	steps := []struct {
 		run  func(context.Context) error

@@ -54,9 +54,9 @@ func (info *streamInfo) live() (*LiveStream, error) {
 
 // Read reads the live state of stream.
 func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error) {
-	ctx, cancel := conn.Guard(ctx)
-	defer cancel()
 	a := jsapi.New(conn)
+	ctx, cancel := a.Guard(ctx)
+	defer cancel()
 	live := &Live{Consumers: jsapi.Empty(), Topology: TopologyOf(conn)}
 	var info streamInfo
 	err := a.Read(ctx, "STREAM.INFO."+stream, nil, &info)

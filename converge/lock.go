@@ -310,9 +310,6 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// Owner is who holds this lock.
-func (l *Lock) Owner() LockOwner { return l.owner }
-
 // lockBucket opens the lock bucket, creating it on first use: file
 // storage, one value per key, per-key TTL; three replicas in a cluster of
 // three or more.

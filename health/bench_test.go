@@ -13,7 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/render"
 )
 
-// BenchmarkRead reads and renders (JSON) N lanes, each with a backlog, in
+// BenchmarkRead reads, judges and renders (JSON) N lanes, each with a backlog, in
 // process: B/op must grow linearly with the lanes.
 //
 //	go test -run '^$' -bench BenchmarkRead -benchmem ./health
@@ -47,7 +47,7 @@ func BenchmarkRead(b *testing.B) {
 			defer conn.Close()
 			b.ReportAllocs()
 			for b.Loop() {
-				r, err := health.Read(context.Background(), conn, health.Options{Stream: p.Stream.Name})
+				r, err := health.Inspect(context.Background(), conn, health.Options{Stream: p.Stream.Name})
 				if err != nil {
 					b.Fatal(err)
 				}

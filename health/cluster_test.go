@@ -33,7 +33,7 @@ func TestClusterNamesUnavailableLanes(t *testing.T) {
 	defer conn.Close()
 	read := func() *health.Report {
 		t.Helper()
-		r, err := health.Read(context.Background(), conn, health.Options{Stream: p.Stream.Name})
+		r, err := health.Inspect(context.Background(), conn, health.Options{Stream: p.Stream.Name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func TestClusterNamesUnavailableLanes(t *testing.T) {
 	for deadline := time.Now().Add(45 * time.Second); ; {
 		// Right after the stop, the stream's own leader may be moving: a
 		// read can time out then. Only the settled answer is judged.
-		r, err := health.Read(context.Background(), conn, health.Options{Stream: p.Stream.Name})
+		r, err := health.Inspect(context.Background(), conn, health.Options{Stream: p.Stream.Name})
 		if err == nil {
 			after = r
 		}

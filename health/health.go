@@ -1,8 +1,11 @@
-// Package health reads the lanes of a stream and judges them. One stream
-// info, one paged CONSUMER.LIST pass and a bounded number of message
-// lookups become a Report: per-lane figures, a summary, and Findings (a
-// fault, its severity and one line of advice). It formats nothing and knows
-// nothing of flags: inspect renders a Report, simulate --live can read one.
+// Package health reads the lanes of a stream and judges them, in two
+// steps. Read does the I/O: one stream info, one paged CONSUMER.LIST pass
+// and a bounded number of message lookups become a Snapshot, the server's
+// answers as they came. Judge is pure: a Snapshot becomes a Report, with
+// per-lane figures, a summary, and Findings (a fault, its severity and one
+// line of advice). Inspect is the two together. health formats nothing and
+// knows nothing of flags: inspect renders a Report, simulate --live reads
+// one, and Watch refreshes one until its context ends.
 package health
 
 import (
@@ -202,6 +205,9 @@ type Report struct {
 	// Interval is the time since the previous report, when rates were
 	// computed (watch mode); zero otherwise.
 	Interval time.Duration
+	// Places is where Options.Key goes, when it was asked: the report then
+	// has only the lanes that hold it.
+	Places []KeyPlace
 }
 
 // Lane returns the named lane, or nil.
@@ -214,7 +220,7 @@ func (r *Report) Lane(name string) *Lane {
 	return nil
 }
 
-// Summarize recomputes the summary from the lanes and findings; Read calls
+// Summarize recomputes the summary from the lanes and findings; Judge calls
 // it, and so may code that builds or filters a Report.
 func (r *Report) Summarize() {
 	s := Summary{}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +15,8 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// Options say which stream and lanes to read and how much to look at.
+// Options say which stream and lanes to read, how much to look at, and
+// what to judge them against.
 type Options struct {
 	Stream string
 	// Design keeps only the lanes of this design ("" keeps every lane).
@@ -37,6 +36,9 @@ type Options struct {
 	// Concurrency is how many head lookups are in flight at once
 	// (0 means DefaultConcurrency).
 	Concurrency int
+	// Key is a published subject: Inspect answers where it goes and keeps
+	// only the lanes that hold it (Report.ForKey).
+	Key string
 }
 
 // Defaults for Options.
@@ -45,68 +47,106 @@ const (
 	DefaultConcurrency = 64
 )
 
+func (o Options) maxSubjects() int {
+	if o.MaxSubjects == 0 {
+		return DefaultMaxSubjects
+	}
+	return o.MaxSubjects
+}
+
 // ErrStreamNotFound is returned when the stream does not exist.
 var ErrStreamNotFound = errors.New("stream not found")
 
-// Read reads the stream and its lanes and judges them. Requests: one
-// stream info, the CONSUMER.LIST pages (256 lanes each), one message
-// lookup per lane with a backlog (at most Concurrency at once), and the
-// subject list when the placement check runs. The whole read has one
-// deadline, the connection's timeout: in a cluster, lanes whose leader
-// does not answer in time are named, not waited for.
-func Read(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
+// Snapshot is what Read got from the server, as it answered, nothing
+// judged: Judge turns it into a Report.
+type Snapshot struct {
+	Stream    string
+	Info      *jetstream.StreamInfo // the stream's config and state
+	Consumers *jsapi.Listing        // every consumer; those a cluster could not report are named
+	// Heads are the oldest unacknowledged message of each backlogged lane,
+	// by lane name (see Options.SkipHeads); HeadsFailed lookups did not
+	// finish in time.
+	Heads       map[string]jsapi.Msg
+	HeadsFailed int
+	// Subjects counts the stored messages per subject, for the placement
+	// check; nil when it was not read. SubjectsFailed says why the list
+	// did not arrive.
+	Subjects       map[string]uint64
+	SubjectsFailed string
+	Requests       int       // API requests the read took
+	Time           time.Time // when the read finished (client clock)
+}
+
+// Inspect reads the stream's lanes and judges them: Judge(Read(...)),
+// kept to o.Key's lanes when it is given.
+func Inspect(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
+	s, err := Read(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	r := Judge(s, o)
+	if o.Key == "" {
+		return r, nil
+	}
+	return r.ForKey(o.Key)
+}
+
+// Read reads the stream and its lanes. Requests: one stream info, the
+// CONSUMER.LIST pages (256 lanes each), one message lookup per lane with
+// a backlog (at most Concurrency at once), and the subject list when the
+// placement check runs. The whole read has one deadline, the connection's
+// timeout: in a cluster, lanes whose leader does not answer in time are
+// named, not waited for.
+func Read(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	if o.Stream == "" {
 		return nil, errors.New("no stream given")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	rd := &reader{c: c, api: jsapi.New(c), o: o}
-	info, err := rd.streamInfo(ctx)
-	if err != nil {
+	ctx, release := rd.api.Guard(ctx) // one permission guard for every request
+	defer release()
+	s := &Snapshot{Stream: o.Stream}
+	var err error
+	if s.Info, err = rd.streamInfo(ctx); err != nil {
 		return nil, err
 	}
-	listing, err := rd.list(ctx)
-	if err != nil {
+	if s.Consumers, err = rd.list(ctx); err != nil {
 		return nil, err
 	}
-
-	r := &Report{
-		Stream:       o.Stream,
-		LastSeq:      info.State.LastSeq,
-		Messages:     info.State.Msgs,
-		Subjects:     int(info.State.NumSubjects),
-		MaxConsumers: info.Config.MaxConsumers,
-		Consumers:    info.State.Consumers,
-	}
-	j := &judge{report: r}
-	layouts := j.layouts(info, o.Plan, listing)
-	cover := j.recognise(listing, layouts)
+	// What to look at next depends on which consumers are lanes and which
+	// layouts the stream has: the judge's own (pure) view of them.
+	heads, layouts := survey(s, o)
 	// The head lookups and the subject list are independent: overlap them.
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	if !o.SkipHeads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j.headsTimedOut = rd.heads(ctx, info, r.Lanes, layouts)
-		}()
+		g.Go(func() error {
+			s.Heads, s.HeadsFailed = rd.heads(ctx, s.Info, heads)
+			return nil
+		})
 	}
-	placed := rd.placement(ctx, info, layouts)
-	wg.Wait()
-	if placed != nil && placed.failed != "" {
-		j.add(Finding{Severity: Info, Code: "placement_unchecked",
-			Message: "placement not checked: the stream's subject list did not arrive: " + placed.failed,
-			Advice:  "run inspect again, or raise --timeout"})
-		placed = nil
+	if wantSubjects(s.Info, o, layouts) {
+		g.Go(func() error {
+			subjects, err := rd.api.Subjects(ctx, o.Stream, ">")
+			if err != nil {
+				s.SubjectsFailed = rd.classify(ctx, err).Error()
+				return nil
+			}
+			s.Subjects = subjects
+			return nil
+		})
 	}
-	j.placement = placed
-	j.judgeLanes()
-	j.judgeStream(info, layouts, cover)
-	r.keepDesign(o.Design, o.Plan)
-	sortFindings(r.Findings)
-	r.Requests = int(rd.api.Requests())
-	r.Time = time.Now()
-	r.Summarize()
-	return r, nil
+	g.Wait()
+	s.Requests = int(rd.api.Requests())
+	s.Time = time.Now()
+	return s, nil
+}
+
+// wantSubjects: the placement check needs the subject list, and it is
+// small enough to read.
+func wantSubjects(info *jetstream.StreamInfo, o Options, layouts []*layout) bool {
+	limit := o.maxSubjects()
+	return limit >= 0 && len(layouts) > 0 && info.State.Msgs > 0 && info.State.NumSubjects <= uint64(limit)
 }
 
 type reader struct {
@@ -175,164 +215,37 @@ func (rd *reader) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error)
 // heads looks up the oldest unacknowledged message of every lane with a
 // backlog: the first message after its ack floor on its filter. All lookups
 // share one deadline, so 1,024 backlogged lanes cost one request timeout at
-// worst. It returns how many lookups did not finish in time.
-func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes []Lane, layouts []*layout) int {
+// worst. It returns the messages found, by lane, and how many lookups did
+// not finish in time.
+func (rd *reader) heads(ctx context.Context, info *jetstream.StreamInfo, lanes []headLookup) (map[string]jsapi.Msg, int) {
 	ctx, cancel := rd.c.Ctx(ctx)
 	defer cancel()
 	n := rd.o.Concurrency
 	if n <= 0 {
 		n = DefaultConcurrency
 	}
+	found := make([]*jsapi.Msg, len(lanes))
 	var g errgroup.Group
 	g.SetLimit(n)
-	var timedOut atomic.Int64
-	for i := range lanes {
-		l := &lanes[i]
-		if l.State != StateOK || l.Backlog == 0 || l.Filter == "" {
-			continue
-		}
+	var failed atomic.Int64
+	for i, l := range lanes {
 		g.Go(func() error {
-			m, err := rd.api.NextMsg(ctx, rd.o.Stream, l.AckFloorSeq+1, l.Filter, info.Config.AllowDirect)
-			if err != nil {
-				if !jsapi.IsMessageNotFound(err) {
-					timedOut.Add(1)
-				}
-				return nil
+			m, err := rd.api.NextMsg(ctx, rd.o.Stream, l.from, l.filter, info.Config.AllowDirect)
+			switch {
+			case err == nil:
+				found[i] = m
+			case !jsapi.IsMessageNotFound(err):
+				failed.Add(1)
 			}
-			l.Head = &Head{Seq: m.Seq, Subject: m.Subject, Time: m.Time, Key: storedKey(layouts, m.Subject)}
 			return nil
 		})
 	}
 	g.Wait()
-	return int(timedOut.Load())
-}
-
-func storedKey(layouts []*layout, subject string) string {
-	for _, l := range layouts {
-		if k, ok := l.parsed.StoredKey(subject); ok {
-			return k
+	heads := make(map[string]jsapi.Msg, len(lanes))
+	for i, m := range found {
+		if m != nil {
+			heads[lanes[i].lane] = *m
 		}
 	}
-	return ""
-}
-
-// placement reads the stream's subjects (when there are few enough) and
-// counts messages stored outside every partition layout, or in a partition
-// their key does not hash to: both were published around the mapping. A
-// list that does not arrive in time leaves placement unchecked.
-func (rd *reader) placement(ctx context.Context, info *jetstream.StreamInfo, layouts []*layout) *placementResult {
-	limit := rd.o.MaxSubjects
-	if limit == 0 {
-		limit = DefaultMaxSubjects
-	}
-	if limit < 0 || len(layouts) == 0 || info.State.Msgs == 0 {
-		return nil
-	}
-	if info.State.NumSubjects > uint64(limit) {
-		return &placementResult{unchecked: int(info.State.NumSubjects), limit: limit}
-	}
-	subjects, err := rd.api.Subjects(ctx, rd.o.Stream, ">")
-	if err != nil {
-		return &placementResult{failed: rd.classify(ctx, err).Error()}
-	}
-	return checkPlacement(subjects, layouts)
-}
-
-// placementResult counts messages by where they are stored.
-type placementResult struct {
-	unpartitioned, misplaced           uint64 // messages
-	unpartitionedSubjects, misplacedN  int    // subjects
-	unpartitionedSample, misplacedList []string
-	unchecked, limit                   int               // subjects, when there were too many to check
-	failed                             string            // why the subject list could not be read
-	unmatched                          map[string]uint64 // unpartitioned subjects -> messages (retired generations are told apart in findings.go)
-}
-
-func checkPlacement(subjects map[string]uint64, layouts []*layout) *placementResult {
-	res := &placementResult{unmatched: map[string]uint64{}}
-	names := make([]string, 0, len(subjects))
-	for s := range subjects {
-		names = append(names, s)
-	}
-	sort.Strings(names) // examples are stable from run to run
-	for _, s := range names {
-		n := subjects[s]
-		matched, misplaced := false, ""
-		for _, l := range layouts {
-			p := l.parsed.Placed(s)
-			if !p.Matches {
-				continue
-			}
-			matched = true
-			if p.Partition != p.Expected {
-				key, _ := l.parsed.StoredKey(s)
-				misplaced = fmt.Sprintf("%s (key %s hashes to partition %d)", s, key, p.Expected)
-			}
-			break
-		}
-		switch {
-		case !matched:
-			res.unmatched[s] = n
-			res.unpartitioned += n
-			res.unpartitionedSubjects++
-			if len(res.unpartitionedSample) < 3 {
-				res.unpartitionedSample = append(res.unpartitionedSample, s)
-			}
-		case misplaced != "":
-			res.misplaced += n
-			res.misplacedN++
-			if len(res.misplacedList) < 3 {
-				res.misplacedList = append(res.misplacedList, misplaced)
-			}
-		}
-	}
-	return res
-}
-
-// keepDesign drops the lanes of other designs, and findings about them.
-// Lanes lanes did not create stay when they cover the design's partitions.
-func (r *Report) keepDesign(design string, p *planner.Plan) {
-	if design == "" && p != nil {
-		design = p.Design.Name
-	}
-	if design == "" {
-		return
-	}
-	var names []string
-	for _, l := range r.Lanes {
-		if l.Design == design || !l.Tagged && l.Design == "" {
-			names = append(names, l.Name)
-		}
-	}
-	keep := map[string]bool{}
-	for _, n := range names {
-		keep[n] = true
-	}
-	lanes := r.Lanes[:0]
-	for _, l := range r.Lanes {
-		if keep[l.Name] {
-			lanes = append(lanes, l)
-		}
-	}
-	r.Lanes = lanes
-	findings := r.Findings[:0]
-	for _, f := range r.Findings {
-		if f.Lane == "" || keep[f.Lane] {
-			findings = append(findings, f)
-		}
-	}
-	r.Findings = findings
-	if len(r.Lanes) == 0 {
-		r.Findings = append(r.Findings, Finding{Severity: Critical, Code: "no_lanes", Message: fmt.Sprintf("no lanes of design %s on stream %s", design, r.Stream),
-			Advice: "create them with lanes apply, or check --design and --stream"})
-	}
-}
-
-func sortFindings(fs []Finding) {
-	sort.SliceStable(fs, func(i, j int) bool {
-		if fs[i].Severity != fs[j].Severity {
-			return fs[i].Severity > fs[j].Severity
-		}
-		return fs[i].Lane < fs[j].Lane
-	})
+	return heads, int(failed.Load())
 }

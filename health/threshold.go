@@ -56,16 +56,6 @@ var metrics = []metric{
 	}},
 }
 
-// ThresholdHelp describes the grammar, for --help and errors.
-func ThresholdHelp() string {
-	var b strings.Builder
-	b.WriteString("METRIC OP VALUE, OP one of > >= < <= == !=; metrics:\n")
-	for _, m := range metrics {
-		fmt.Fprintf(&b, "  %-13s %s\n", m.name, m.help)
-	}
-	return b.String()
-}
-
 func metricNames() string {
 	names := make([]string, len(metrics))
 	for i, m := range metrics {

@@ -34,6 +34,10 @@ type listPage struct {
 	Offline   map[string]string         `json:"offline,omitempty"`
 }
 
+type offsetRequest struct {
+	Offset int `json:"offset"`
+}
+
 // pagesInFlight bounds the page requests List has out at once.
 const pagesInFlight = 4
 
@@ -83,7 +87,7 @@ func (c *Client) listPages(ctx context.Context, api string, step, total int) ([]
 
 func (c *Client) listPage(ctx context.Context, api string, offset int) (*listPage, error) {
 	var page listPage
-	if err := c.Read(ctx, api, map[string]int{"offset": offset}, &page); err != nil {
+	if err := c.Read(ctx, api, offsetRequest{offset}, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil
@@ -150,7 +154,7 @@ func merge(pages []*listPage) *Listing {
 // missing; one whose leader answers with an error is offline; one deleted
 // meanwhile is left out. A permissions violation fails the whole listing.
 func (c *Client) ListEach(ctx context.Context, stream string, inFlight int) (*Listing, error) {
-	ctx, release := c.conn.Guard(ctx)
+	ctx, release := c.Guard(ctx)
 	defer release()
 	names, err := c.Names(ctx, stream)
 	if err != nil {
@@ -216,7 +220,7 @@ func (c *Client) Names(ctx context.Context, stream string) ([]string, error) {
 			Total     int      `json:"total"`
 			Consumers []string `json:"consumers"`
 		}
-		if err := c.Read(ctx, "CONSUMER.NAMES."+stream, map[string]int{"offset": len(names)}, &page); err != nil {
+		if err := c.Read(ctx, "CONSUMER.NAMES."+stream, offsetRequest{len(names)}, &page); err != nil {
 			return nil, err
 		}
 		names = append(names, page.Consumers...)

@@ -56,7 +56,10 @@ type Msg struct {
 // STREAM.MSG.GET otherwise. No such message is an Error with
 // CodeMessageNotFound.
 func (c *Client) NextMsg(ctx context.Context, stream string, seq uint64, subject string, direct bool) (*Msg, error) {
-	req := map[string]any{"seq": seq, "next_by_subj": subject}
+	req := struct {
+		Seq        uint64 `json:"seq"`
+		NextBySubj string `json:"next_by_subj"`
+	}{seq, subject}
 	if !direct {
 		var answer struct {
 			Message *struct {

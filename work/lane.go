@@ -15,7 +15,6 @@ import (
 var (
 	errLostContact    = errors.New("no answer from the server to in-progress acks for most of the ack wait: stopped so that the redelivery cannot run beside it")
 	errMaxProcessTime = errors.New("exceeded the max process time")
-	errAborted        = errors.New("stopped at once")
 )
 
 // lane serves one lane while this instance owns it: pull one message, run

@@ -23,7 +23,7 @@ func CreateLanes(t testing.TB, js jetstream.JetStream, p *planner.Plan, change .
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var sc jetstream.StreamConfig
-	convert(t, p.Stream, &sc)
+	Convert(t, p.Stream, &sc)
 	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 		t.Fatalf("create stream %s: %v", sc.Name, err)
 	}
@@ -32,7 +32,7 @@ func CreateLanes(t testing.TB, js jetstream.JetStream, p *planner.Plan, change .
 	g.SetLimit(16)
 	for _, c := range p.Consumers {
 		var cc jetstream.ConsumerConfig
-		convert(t, c, &cc)
+		Convert(t, c, &cc)
 		for _, f := range change {
 			f(&cc)
 		}
@@ -48,9 +48,9 @@ func CreateLanes(t testing.TB, js jetstream.JetStream, p *planner.Plan, change .
 	}
 }
 
-// convert copies a planner definition into the library's type through
+// Convert copies a planner definition into the library's type through
 // their shared JSON form.
-func convert(t testing.TB, from, to any) {
+func Convert(t testing.TB, from, to any) {
 	t.Helper()
 	b, err := json.Marshal(from)
 	if err != nil {

@@ -1,0 +1,611 @@
+package health_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/planner"
+)
+
+// The judge's tests build snapshots by hand, as Read would get them from a
+// server holding a plan's stream and lanes: no server, no clock, no sleep.
+
+// at is the server time of every snapshot.
+var at = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+type build struct {
+	t *testing.T
+	p *planner.Plan
+	s *health.Snapshot
+}
+
+// snapshot is p's stream and lanes, idle and empty, read at `at`.
+func snapshot(t *testing.T, p *planner.Plan) *build {
+	t.Helper()
+	var sc jetstream.StreamConfig
+	natstest.Convert(t, p.Stream, &sc)
+	b := &build{t: t, p: p, s: &health.Snapshot{Stream: p.Stream.Name, Consumers: jsapi.Empty(),
+		Info: &jetstream.StreamInfo{Config: sc}, Heads: map[string]jsapi.Msg{}, Time: at, Requests: 2}}
+	for _, c := range p.Consumers {
+		var cc jetstream.ConsumerConfig
+		natstest.Convert(t, c, &cc)
+		b.add(cc)
+	}
+	return b
+}
+
+// add puts a consumer on the stream.
+func (b *build) add(c jetstream.ConsumerConfig) *jetstream.ConsumerInfo {
+	ci := &jetstream.ConsumerInfo{Stream: b.p.Stream.Name, Name: c.Durable, Config: c, TimeStamp: at}
+	b.s.Consumers.Consumers = append(b.s.Consumers.Consumers, ci)
+	b.s.Info.State.Consumers++
+	return ci
+}
+
+// lane is lane i's consumer info, to edit.
+func (b *build) lane(i int) *jetstream.ConsumerInfo {
+	for _, ci := range b.s.Consumers.Consumers {
+		if ci.Name == b.p.Lanes[i].Name {
+			return ci
+		}
+	}
+	b.t.Fatalf("no lane %d", i)
+	return nil
+}
+
+// drop deletes lane i.
+func (b *build) drop(i int) {
+	name := b.p.Lanes[i].Name
+	cs := b.s.Consumers.Consumers[:0]
+	for _, ci := range b.s.Consumers.Consumers {
+		if ci.Name != name {
+			cs = append(cs, ci)
+		}
+	}
+	b.s.Consumers.Consumers = cs
+	b.s.Info.State.Consumers--
+}
+
+// store records a message on a stored subject, age ago.
+func (b *build) store(subject string, age time.Duration) jsapi.Msg {
+	st := &b.s.Info.State
+	st.LastSeq++
+	st.Msgs++
+	if b.s.Subjects == nil {
+		b.s.Subjects = map[string]uint64{}
+	}
+	if b.s.Subjects[subject] == 0 {
+		st.NumSubjects++
+	}
+	b.s.Subjects[subject]++
+	return jsapi.Msg{Seq: st.LastSeq, Subject: subject, Time: at.Add(-age)}
+}
+
+// backlog publishes n messages of partition i through the mapping, age
+// ago, waiting in lane i; the first is the lane's head (Read looked it up).
+func (b *build) backlog(i, n int, age time.Duration) {
+	ci := b.lane(i)
+	for k, s := range natstest.SubjectsFor(b.t, b.p, i, n) {
+		stored, _ := b.p.Layout.Transform(s)
+		m := b.store(stored, age)
+		if k == 0 && ci.NumAckPending == 0 {
+			b.s.Heads[ci.Name] = m
+		}
+		ci.NumPending++
+	}
+}
+
+// out hands lane i's head message to a worker `deliveries` times, the last
+// one `ago` before the snapshot.
+func (b *build) out(i, deliveries int, ago time.Duration) {
+	ci := b.lane(i)
+	head, ok := b.s.Heads[ci.Name]
+	if !ok || ci.NumPending == 0 {
+		b.t.Fatalf("lane %d has no backlog to hand out", i)
+	}
+	ci.NumPending--
+	ci.NumAckPending = 1
+	ci.Delivered.Consumer = ci.AckFloor.Consumer + uint64(deliveries)
+	ci.Delivered.Stream = head.Seq
+	last := at.Add(-ago)
+	ci.Delivered.Last = &last
+	if deliveries > 1 {
+		ci.NumRedelivered = 1
+	}
+}
+
+func (b *build) judge(edit ...func(*health.Options)) *health.Report {
+	o := health.Options{Stream: b.p.Stream.Name}
+	for _, e := range edit {
+		e(&o)
+	}
+	return health.Judge(b.s, o)
+}
+
+// codes lists the findings as "severity code lane".
+func codes(r *health.Report) []string {
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s %s", f.Severity, f.Code, f.Lane)))
+	}
+	return out
+}
+
+func plan(t *testing.T, name string, n int, edit ...func(*planner.Design)) *planner.Plan {
+	return natstest.Plan(t, name, n, edit...)
+}
+
+func withLane(f func(*planner.LaneSettings)) func(*planner.Design) {
+	return func(d *planner.Design) { f(&d.Lane) }
+}
+
+// TestJudgeFindings: each rule, on the smallest snapshot that shows it;
+// the whole list of findings is compared, so a rule that fires where it
+// should not fails too.
+func TestJudgeFindings(t *testing.T) {
+	cases := []struct {
+		name     string
+		plan     func(t *testing.T) *planner.Plan
+		snap     func(b *build)
+		opts     func(*health.Options)
+		want     []string
+		contains []string // in the first finding's message
+	}{
+		{
+			name: "healthy: a fresh backlog and lanes at rest",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "healthy", 8) },
+			snap: func(b *build) { b.backlog(2, 4, time.Second) },
+		},
+		{
+			name: "max_ack_pending",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "map", 4) },
+			snap: func(b *build) { b.lane(1).Config.MaxAckPending = 5 },
+			want: []string{"critical max_ack_pending map-n4-01"},
+		},
+		{
+			name: "ack_none",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "acknone", 4) },
+			snap: func(b *build) {
+				c := &b.lane(0).Config
+				c.AckPolicy, c.MaxAckPending = jetstream.AckNonePolicy, 0
+			},
+			want: []string{"critical ack_none acknone-n4-00"},
+		},
+		{
+			name: "stuck with nobody pulling",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "stuck", 4, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(300 * time.Millisecond) }))
+			},
+			snap:     func(b *build) { b.backlog(3, 2, time.Second); b.out(3, 1, 600*time.Millisecond) },
+			want:     []string{"critical stuck stuck-n4-03"},
+			contains: []string{"key k", "out for 600ms, longer than the ack wait (300ms), and no worker is pulling"},
+		},
+		{
+			name: "stuck while a worker pulls: a hung handler",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "hung", 4, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+			},
+			snap: func(b *build) {
+				b.backlog(0, 1, time.Minute)
+				b.out(0, 1, 2*time.Second)
+				b.lane(0).NumWaiting = 1
+			},
+			want:     []string{"critical stuck hung-n4-00"},
+			contains: []string{"out for 2s, longer than the ack wait (1s)"},
+		},
+		{
+			name: "out within the ack wait is not stuck",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "busy", 4) },
+			snap: func(b *build) { b.backlog(0, 1, time.Minute); b.out(0, 1, 10*time.Second) },
+		},
+		{
+			name: "near_max_deliver",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "poison", 4, withLane(func(l *planner.LaneSettings) { l.MaxDeliver = 3 }))
+			},
+			snap: func(b *build) { b.backlog(0, 1, time.Minute); b.out(0, 2, time.Second) },
+			want: []string{"critical near_max_deliver poison-n4-00"},
+		},
+		{
+			name: "max_deliver_reached is not stuck: the server drops it at the next pull",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "exhausted", 4, withLane(func(l *planner.LaneSettings) {
+					l.MaxDeliver, l.AckWait = 2, planner.Duration(200*time.Millisecond)
+				}))
+			},
+			snap: func(b *build) { b.backlog(1, 2, time.Minute); b.out(1, 2, 400*time.Millisecond) },
+			want: []string{"warning max_deliver_reached exhausted-n4-01"},
+		},
+		{
+			name: "skipped: messages that used up max deliver, nothing out",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "skipped", 4, withLane(func(l *planner.LaneSettings) { l.MaxDeliver = 2 }))
+			},
+			snap: func(b *build) { b.lane(1).NumRedelivered = 1 },
+			want: []string{"warning skipped skipped-n4-01"},
+		},
+		{
+			name: "redelivered three times: a poison message, no max deliver",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "retry", 4) },
+			snap: func(b *build) { b.backlog(2, 1, time.Minute); b.out(2, 3, time.Second) },
+			want: []string{"warning redelivered retry-n4-02"},
+		},
+		{
+			name: "redelivered on a lane that lets several out",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "wide", 2) },
+			snap: func(b *build) {
+				ci := b.lane(0)
+				ci.Config.MaxAckPending, ci.NumAckPending, ci.NumRedelivered = 3, 2, 1
+			},
+			want: []string{"critical max_ack_pending wide-n2-00", "warning redelivered wide-n2-00"},
+		},
+		{
+			name: "ack_wait_below_pinned_ttl, with the server's default pinned TTL",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "pinned", 2, withLane(func(l *planner.LaneSettings) { l.Pinned = true }))
+			},
+			snap: func(b *build) {
+				b.lane(0).Config.PinnedTTL = 0
+				b.lane(1).Config.AckWait = 5 * time.Minute // at least the pinned TTL: fine
+			},
+			want: []string{"warning ack_wait_below_pinned_ttl pinned-n2-00"},
+		},
+		{
+			name: "inactive_threshold on a durable lane",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "inactive", 2) },
+			snap: func(b *build) { b.lane(1).Config.InactiveThreshold = time.Hour },
+			want: []string{"warning inactive_threshold inactive-n2-01"},
+		},
+		{
+			name:     "gap",
+			plan:     func(t *testing.T) *planner.Plan { return plan(t, "gap", 8) },
+			snap:     func(b *build) { b.drop(3); b.drop(5); b.drop(6) },
+			want:     []string{"critical gap"},
+			contains: []string{"partition(s) 3, 5-6 of", "(3 of 8)"},
+		},
+		{
+			name: "gap of the design file's layout, with no lanes at all",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "nolanes", 4) },
+			snap: func(b *build) {
+				for i := range 4 {
+					b.drop(i)
+				}
+				b.s.Info.Config.SubjectTransform = nil
+			},
+			opts: func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "nolanes", 4) },
+			want: []string{"critical gap", "critical no_lanes"},
+		},
+		{
+			name: "overlap: a second tagged lane and a consumer on two partitions",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "overlap", 4) },
+			snap: func(b *build) {
+				b.add(jetstream.ConsumerConfig{Durable: "overlap-copy", FilterSubject: b.p.Lanes[2].Filter,
+					AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1, Metadata: b.lane(2).Config.Metadata})
+				b.add(jetstream.ConsumerConfig{Durable: "two-partitions", FilterSubjects: []string{b.p.Lanes[0].Filter, b.p.Lanes[1].Filter},
+					AckPolicy: jetstream.AckExplicitPolicy})
+			},
+			want:     []string{"critical overlap overlap-copy", "critical overlap two-partitions"},
+			contains: []string{"partition 2 of"},
+		},
+		{
+			name: "duplicate_durable: a durable per worker on one lane's filter",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "dupe", 4) },
+			snap: func(b *build) {
+				b.drop(2)
+				for _, w := range []string{"worker-1", "worker-2"} {
+					b.add(jetstream.ConsumerConfig{Durable: w, FilterSubject: b.p.Lanes[2].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1})
+				}
+			},
+			want:     []string{"critical duplicate_durable worker-1"},
+			contains: []string{"durable consumers worker-1, worker-2 all filter"},
+		},
+		{
+			name: "catch_all: an archive consumer on everything",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "archive", 4) },
+			snap: func(b *build) {
+				b.add(jetstream.ConsumerConfig{Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy})
+			},
+			want: []string{"info catch_all audit"},
+		},
+		{
+			name: "misplaced: published straight to a partitioned subject (account mapping)",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "around", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			snap: func(b *build) {
+				good, _ := b.p.Layout.Transform(natstest.SubjectsFor(b.t, b.p, 4, 1)[0])
+				b.store(good, 0)
+				wrong := strings.Replace(good, ".n8.4.", ".n8.6.", 1)
+				b.store(wrong, 0)
+				b.store(wrong, 0)
+			},
+			want:     []string{"critical misplaced"},
+			contains: []string{"2 message(s) on 1 subject(s)", "hashes to partition 4"},
+		},
+		{
+			name: "unpartitioned: stored before the mapping",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "late", 4) },
+			snap: func(b *build) {
+				b.store("late.received_from.alice", 0)
+				b.store("late.received_from.bob", 0)
+				b.store("late.received_from.alice", 0)
+			},
+			want:     []string{"warning unpartitioned"},
+			contains: []string{"3 message(s) on 2 subject(s)", "late.received_from.alice"},
+		},
+		{
+			name: "retired: a drained generation's messages only take space",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			snap: func(b *build) {
+				b.store("gen.received_from.n4.1.alice", time.Hour)
+				b.store("gen.received_from.n4.3.bob", time.Hour)
+				b.store("gen.received_from.stray", 0)
+				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+			},
+			want:     []string{"warning unpartitioned", "info retired"},
+			contains: []string{"1 message(s) on 1 subject(s)", "gen.received_from.stray"},
+		},
+		{
+			name: "placement_unchecked: more subjects than inspect reads",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "manykeys", 2) },
+			snap: func(b *build) {
+				b.store("manykeys.received_from.a", 0)
+				b.store("manykeys.received_from.b", 0)
+				b.s.Subjects = nil // Read did not ask for them
+			},
+			opts: func(o *health.Options) { o.MaxSubjects = 1 },
+			want: []string{"info placement_unchecked"},
+		},
+		{
+			name: "placement_unchecked: the subject list did not arrive",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "slow", 2) },
+			snap: func(b *build) {
+				b.store("slow.received_from.a", 0)
+				b.s.Subjects, b.s.SubjectsFailed = nil, "no answer within 5s"
+			},
+			want:     []string{"info placement_unchecked"},
+			contains: []string{"did not arrive: no answer within 5s"},
+		},
+		{
+			name: "nondeterministic_mapping",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "rnd", 2) },
+			snap: func(b *build) {
+				b.s.Consumers = jsapi.Empty()
+				b.s.Info.Config.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "rnd.received_from.*", Destination: "rnd.received_from.n8.{{random(8)}}.{{wildcard(1)}}"}
+			},
+			want: []string{"critical nondeterministic_mapping"},
+		},
+		{
+			name: "max_consumers below what the lanes need",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "capped", 8) },
+			snap: func(b *build) {
+				b.s.Info.Config.MaxConsumers = 4
+				for i := 4; i < 8; i++ {
+					b.drop(i)
+				}
+			},
+			want:     []string{"critical gap", "critical max_consumers"},
+			contains: []string{"partition(s) 4-7"},
+		},
+		{
+			name: "max_consumers: more lanes than the server's default cap",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "wide", 1200) },
+			snap: func(b *build) {
+				b.s.Info.Config.MaxConsumers = -1
+				for i := 900; i < 1200; i++ {
+					b.drop(i)
+				}
+			},
+			want:     []string{"critical gap", "warning max_consumers"},
+			contains: []string{"partition(s) 900-1199"},
+		},
+		{
+			name: "no_workers: a backlog older than the ack wait, nobody pulling",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "idle", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(200 * time.Millisecond) }))
+			},
+			snap: func(b *build) { b.backlog(1, 2, 400*time.Millisecond) },
+			want: []string{"warning no_workers idle-n2-01"},
+		},
+		{
+			name: "no_workers: last delivery long ago",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "quiet", 2) },
+			snap: func(b *build) {
+				b.backlog(0, 1, time.Second)
+				last := at.Add(-time.Hour)
+				b.lane(0).Delivered.Last = &last
+			},
+			want:     []string{"warning no_workers quiet-n2-00"},
+			contains: []string{"has not delivered for 1h0m0s"},
+		},
+		{
+			name: "paused with a backlog",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "paused", 2) },
+			snap: func(b *build) {
+				b.backlog(1, 3, time.Hour)
+				b.lane(1).Paused, b.lane(1).PauseRemaining = true, time.Hour
+				b.lane(0).Paused = true // nothing waiting: worth knowing only
+			},
+			want: []string{"warning paused paused-n2-01", "info paused paused-n2-00"},
+		},
+		{
+			name: "held lanes are not merely paused",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "held", 2) },
+			snap: func(b *build) {
+				for i := range 2 {
+					b.lane(i).Paused = true
+					b.lane(i).Config.Metadata[health.MetaHeld] = "repartition"
+				}
+				b.backlog(0, 2, time.Hour)
+			},
+			want: []string{"info held held-n2-00", "info held held-n2-01"},
+		},
+		{
+			name: "metadata_mismatch: tagged as one partition, filtering another",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "mixed", 4) },
+			snap: func(b *build) {
+				b.lane(1).Config.FilterSubject = b.p.Lanes[3].Filter
+				b.drop(3)
+			},
+			want:     []string{"critical gap", "warning metadata_mismatch mixed-n4-01"},
+			contains: []string{"partition(s) 3 of"}, // covered by the lane's tag, not its filter
+		},
+		{
+			name: "missing and offline lanes are rows and critical, never gaps",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "cluster", 4) },
+			snap: func(b *build) {
+				b.drop(1)
+				b.drop(2)
+				b.s.Consumers.Missing = []string{"cluster-n4-01"}
+				b.s.Consumers.Offline = map[string]string{"cluster-n4-02": "peers offline"}
+			},
+			want: []string{"critical missing cluster-n4-01", "critical offline cluster-n4-02"},
+		},
+		{
+			name: "heads_timeout",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "heads", 2) },
+			snap: func(b *build) {
+				b.backlog(0, 1, time.Second)
+				delete(b.s.Heads, b.p.Lanes[0].Name)
+				b.s.HeadsFailed = 1
+				b.lane(0).NumWaiting = 1
+			},
+			want: []string{"info heads_timeout"},
+		},
+		{
+			name: "mapping_drift: the design file and the stream disagree",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
+			opts: func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
+			want: []string{"critical gap", "warning mapping_drift"},
+		},
+		{
+			name: "no_lanes of the design asked for",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "alpha", 2) },
+			opts: func(o *health.Options) { o.Design = "beta" },
+			want: []string{"critical no_lanes"},
+		},
+		{
+			name: "unusable_mapping: a partition count beyond the bound is reported, not looped over",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "huge", 2) },
+			snap: func(b *build) {
+				b.s.Consumers = jsapi.Empty()
+				b.s.Info.Config.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "huge.*", Destination: "huge.{{partition(2000000000,1)}}.{{wildcard(1)}}"}
+				b.add(jetstream.ConsumerConfig{Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy})
+				b.add(jetstream.ConsumerConfig{Durable: "odd", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "huge.7.*",
+					Metadata: map[string]string{planner.MetaDesign: "odd", planner.MetaPartition: "7", planner.MetaPartitions: "4294967296",
+						planner.MetaSource: "huge.*", planner.MetaDestination: "huge.{{partition(4294967296,1)}}.{{wildcard(1)}}"}})
+				b.store("huge.12345.alice", 0)
+			},
+			want:     []string{"warning unusable_mapping"},
+			contains: []string{"more than 16384 lanes"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := snapshot(t, c.plan(t))
+			if c.snap != nil {
+				c.snap(b)
+			}
+			var r *health.Report
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if c.opts != nil {
+					r = b.judge(c.opts)
+				} else {
+					r = b.judge()
+				}
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the judge did not finish: it loops over something unbounded")
+			}
+			if got, want := strings.Join(codes(r), "\n"), strings.Join(c.want, "\n"); got != want {
+				t.Fatalf("findings:\n%s\nwant:\n%s", got, want)
+			}
+			for _, f := range r.Findings {
+				if f.Message == "" || f.Advice == "" {
+					t.Fatalf("%s without message or advice: %+v", f.Code, f)
+				}
+			}
+			for _, s := range c.contains {
+				if !strings.Contains(r.Findings[0].Message, s) {
+					t.Fatalf("%s: %q not in %q", r.Findings[0].Code, s, r.Findings[0].Message)
+				}
+			}
+		})
+	}
+}
+
+// TestJudgeFigures: a lane's figures are the server's, and what follows
+// from them: the backlog, how often the head was delivered, its key and
+// age, the summary.
+func TestJudgeFigures(t *testing.T) {
+	p := plan(t, "figures", 4, withLane(func(l *planner.LaneSettings) { l.Pinned = true; l.AckWait = planner.Duration(5 * time.Minute) }))
+	b := snapshot(t, p)
+	b.backlog(1, 4, 90*time.Second)
+	b.out(1, 2, time.Second)
+	b.backlog(2, 1, time.Second)
+	b.lane(3).Paused, b.lane(3).PauseRemaining = true, time.Hour
+	b.lane(0).PriorityGroups = []jetstream.PriorityGroupState{{Group: planner.PinnedGroup, PinnedClientID: "worker-a", PinnedTS: at.Add(-time.Minute)}}
+	r := b.judge()
+	l := r.Lane("figures-n4-01")
+	if l == nil || l.Pending != 3 || l.AckPending != 1 || l.Backlog != 4 || l.HeadDeliveries != 2 || l.Redelivered != 1 {
+		t.Fatalf("lane 1: %+v", l)
+	}
+	if age, ok := l.Age(); !ok || age != 90*time.Second || l.Head.Key == "" || !strings.HasPrefix(l.Head.Subject, "figures.received_from.n4.1.") {
+		t.Fatalf("lane 1 head %+v, age %s", l.Head, age)
+	}
+	if ack, ok := l.AckAge(); !ok || ack != time.Second {
+		t.Fatalf("ack age %s %v", ack, ok)
+	}
+	if l0 := r.Lane("figures-n4-00"); l0.PinnedClient != "worker-a" || l0.PinnedTTL != 2*time.Minute || l0.AckPolicy != "explicit" || !l0.Tagged {
+		t.Fatalf("lane 0: %+v", l0)
+	}
+	s := r.Summary
+	if s.Lanes != 4 || s.TotalBacklog != 5 || s.MaxBacklog != 4 || s.Hottest != "figures-n4-01" || s.AtCap != 1 || s.Paused != 1 || s.Infos != 1 {
+		t.Fatalf("summary %+v; findings %v", s, codes(r))
+	}
+	if r.Time != at || r.Messages != 5 || r.Subjects != 5 || r.Requests != 2 || r.Consumers != 4 {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+// TestJudgeGenerations: two generations of one design during a
+// repartition are two groups of lanes, not an overlap; the new lanes are
+// held; a key is placed in both.
+func TestJudgeGenerations(t *testing.T) {
+	old, next := plan(t, "repart", 4), plan(t, "repart", 8)
+	b := snapshot(t, old)
+	for _, c := range next.Consumers {
+		var cc jetstream.ConsumerConfig
+		natstest.Convert(t, c, &cc)
+		cc.Metadata[health.MetaHeld] = "repartition"
+		b.add(cc).Paused = true
+	}
+	b.s.Info.Config.SubjectTransform.Destination = next.Mapping.Destination // switched
+	r := b.judge(func(o *health.Options) { o.Design = "repart" })
+	if len(r.Lanes) != 12 || r.Lanes[0].Generation() != "n4" || r.Lanes[4].Generation() != "n8" {
+		t.Fatalf("%d lanes, first %s, fifth %s", len(r.Lanes), r.Lanes[0].Name, r.Lanes[4].Name)
+	}
+	for _, f := range r.Findings {
+		if f.Code != "held" {
+			t.Errorf("unexpected finding during a repartition: %s %s", f.Code, f.Message)
+		}
+	}
+	places, err := r.Locate("repart.received_from.alice")
+	if err != nil || len(places) != 2 || len(places[0].Lanes) != 1 || len(places[1].Lanes) != 1 {
+		t.Fatalf("key placements %+v, %v", places, err)
+	}
+}
