@@ -334,7 +334,7 @@ func emitDefinitions(o PlanOptions) error {
 			return fmt.Errorf("--emit-dir: %w", err)
 		}
 	}
-	fmt.Fprintf(o.IO.Err, "wrote %d definitions to %s (nats stream add --config %s; nats consumer add %s --config <lane>.json)\n",
-		len(files), o.EmitDir, filepath.Join(o.EmitDir, "stream.json"), o.Plan.Stream.Name)
+	fmt.Fprintf(o.IO.Err, "wrote %d definitions to %s (nats stream add --config %s; nats consumer add %s --config %s)\n",
+		len(files), o.EmitDir, filepath.Join(o.EmitDir, "stream.json"), o.Plan.Stream.Name, filepath.Join(o.EmitDir, "<lane>.json"))
 	return nil
 }
