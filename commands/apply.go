@@ -51,11 +51,11 @@ func applyCommand(io *IO) *cli.Command {
 		&cli.BoolFlag{Name: "prune", Usage: "delete lanes of this design that the design no longer has, once drained", Category: catApply},
 		&cli.BoolFlag{Name: "force", Usage: "with --prune, delete lanes that still hold messages; allow a filter or mapping change that strands stored messages", Category: catApply},
 		&cli.BoolFlag{Name: "mapping-switched", Usage: "mapping: account: the operator has installed the new mapping on every server (apply cannot check it)", Category: catApply},
-		&cli.DurationFlag{Name: "drain-timeout", Value: 5 * time.Minute, Usage: "repartition: how long to wait for the old lanes to drain before stopping (exit 5, re-run to continue)", Category: catApply},
-		&cli.IntFlag{Name: "concurrency", Value: converge.DefaultConcurrency, Usage: "requests in flight at once", Category: catApply},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 5 * time.Minute, Usage: "repartition: wait at most `DURATION` for the old lanes to drain, then stop (exit 5, re-run to continue)", Category: catApply},
+		&cli.IntFlag{Name: "concurrency", Value: converge.DefaultConcurrency, Usage: "`N` requests in flight at once (1 to 1024)", Category: catApply},
 		&cli.BoolFlag{Name: "lock", Value: true, Usage: "take the stream's apply lock (one apply at a time; KV bucket " + converge.LockBucket + ", nats-server 2.11+); --lock=false skips it", Category: catApply},
-		&cli.DurationFlag{Name: "lock-timeout", Usage: "wait this long for another apply's lock instead of refusing at once (exit 4)", Category: catApply},
-		&cli.DurationFlag{Name: "lock-ttl", Value: converge.DefaultLockTTL, Usage: "how long the lock outlives this apply if it dies (renewed while it runs; whole seconds)", Category: catApply},
+		&cli.DurationFlag{Name: "lock-timeout", Usage: "wait up to `DURATION` for another apply's lock instead of refusing at once (exit 4)", Category: catApply},
+		&cli.DurationFlag{Name: "lock-ttl", Value: converge.DefaultLockTTL, Usage: "`DURATION` the lock outlives this apply if it dies (renewed while it runs; whole seconds)", Category: catApply},
 		outputFlag(applyFormats...),
 	)
 	flags = append(flags, connectFlags()...)
