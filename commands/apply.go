@@ -68,7 +68,9 @@ their metadata or names) and make the server match: create the stream or
 update what lanes needs of it (subject transform, max_consumers), create or
 update the lanes with many requests in flight. Nothing is deleted unless
 asked (--prune). On a terminal apply asks before changing an existing
-stream; scripts pass --yes.
+stream; scripts pass --yes. The design is read as plan reads it: -f FILE
+or the design flags; with neither -f nor --subject, $LANES_FILE, else
+./lanes.yaml (named on stderr).
 
 One apply at a time per stream: apply takes the stream's lock before it
 reads the server and holds it until it ends (also while it asks). Another

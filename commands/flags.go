@@ -67,8 +67,8 @@ func duration(name, field, usage, def string, dst func(*planner.Design) *planner
 
 // designFlags are accepted by plan, apply and simulate.
 var designFlags = []designFlag{
-	str("name", "name", "design `NAME` (lane names start with it)", "the stream name in lower case", func(d *planner.Design) *string { return &d.Name }),
-	str("stream", "stream.name", "stream `NAME`", "the design name in upper case", func(d *planner.Design) *string { return &d.Stream.Name }),
+	str("name", "name", "design `NAME` (lane names start with it)", "the stream name in lower case, else the subject's literal prefix: msgs.received_from.* -> msgs-received_from", func(d *planner.Design) *string { return &d.Name }),
+	str("stream", "stream.name", "stream `NAME`", "the design name in upper case, '-' as '_'", func(d *planner.Design) *string { return &d.Stream.Name }),
 	str("subject", "subject", "publish subject `PATTERN`, e.g. msgs.received_from.*", "", func(d *planner.Design) *string { return &d.Subject }),
 	{
 		flag:  &cli.StringFlag{Name: "key-tokens", Usage: "which '*' tokens form the ordering key, 1-based `LIST` like partition(n,i...) (default: all)", Category: catDesign},

@@ -52,7 +52,12 @@ Nothing is sent to a server unless --server or --context is given on the
 command line (NATS_URL alone does not count), in which case the plan is
 compared with the live state, as apply --dry-run does.
 
+The design is -f FILE with the design flags on top, or the flags alone
+(--subject at least). With neither -f nor --subject, plan reads $LANES_FILE,
+else ./lanes.yaml, and names it on stderr.
+
 Examples:
+   lanes plan                                   # ./lanes.yaml (or $LANES_FILE)
    lanes plan --name orders --subject 'msgs.received_from.*' --partitions 8
    lanes plan -f examples/seed/lanes.yaml --keys examples/seed/keys.txt
    lanes plan -f lanes.yaml --key msgs.received_from.alice

@@ -120,7 +120,9 @@ when named (--strategy lanes,kv-lease). The model is a deterministic
 discrete-event simulation of JetStream pull consumers (ack wait, late acks,
 redelivery, max deliver, in-progress acks, backoff, pinned workers, leases);
 --live runs it on a real server and shows both.
-With no arguments: the seed story (alice, bob and carol; single vs 8 lanes).
+The design is read as plan reads it (-f FILE, the design flags, else
+$LANES_FILE or ./lanes.yaml, named on stderr). With no design at all: the
+seed story (alice, bob and carol; single vs 8 lanes).
 
 Examples:
    lanes simulate
