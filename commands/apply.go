@@ -88,9 +88,11 @@ from where it is. So does any interrupted apply, including a --recreate
 
 Exit codes: 0 done or nothing to do, 2 bad flags or design, 3 changes pending
 (--dry-run), 4 refused (needs --recreate, --force, --yes or a confirmation,
-or another apply holds the lock; nothing changed), 5 not finished (re-run),
-10-14 connection, authentication, permission, no JetStream, timeout, 130
-interrupted.
+or another apply holds the lock; nothing changed), 5 not finished (a drain
+timed out, or a mapping: account repartition waits for the new mapping and
+--mapping-switched; re-run), 10-14 connection, authentication, permission,
+no JetStream, timeout, 130 interrupted. With mapping: account, the first
+apply exits 0 and warns: the operator installs the mapping it prints.
 
 Examples:
    lanes apply -f lanes.yaml --dry-run               # review; exit 3 if changes are pending
