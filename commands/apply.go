@@ -62,7 +62,7 @@ func applyCommand(io *IO) *cli.Command {
 	return withUsageErrors(&cli.Command{
 		Name:      "apply",
 		Usage:     "converge a NATS server to the plan: diff first, then create or update safely",
-		UsageText: "lanes apply [-f FILE] [design flags] [connection flags] [--dry-run] [--yes] [--recreate] [--prune] [--force] [--lock-timeout D] [-o table|json]",
+		UsageText: "lanes apply [-f FILE] [design flags] [connection flags] [--dry-run] [--yes] [--recreate] [--prune] [--force] [--lock-timeout DURATION] [-o table|json]",
 		Description: `Compare the plan with the live server (the stream, and the lanes found by
 their metadata or names) and make the server match: create the stream or
 update what lanes needs of it (subject transform, max_consumers), create or
