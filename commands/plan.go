@@ -37,7 +37,7 @@ func planCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "keys", Usage: "assign every subject (or bare key) in `FILE` to its lane; - reads stdin; a line may end with a message count", Category: "Keys"},
 		&cli.StringFlag{Name: "key", Usage: "which lane is `SUBJECT` in", Category: "Keys"},
 		outputFlag(planFormats...),
-		&cli.StringFlag{Name: "emit-dir", Usage: "write natscli-ready stream.json and <lane>.json files into `DIR`", Category: catOutput},
+		&cli.StringFlag{Name: "emit-dir", Usage: "write natscli-ready stream.json and one LANE.json per lane into `DIR`", Category: catOutput},
 	)
 	// plan stays offline unless --server or --context is on the command
 	// line: NATS_URL in the environment alone does not make it connect.
