@@ -90,6 +90,8 @@ func TestScripts(t *testing.T) {
 //	waitbacklog STREAM N        wait (up to 30s) until the stream's consumers count N messages not yet
 //	                            acknowledged (the server counts a publish after its ack, asynchronously)
 //	waitlines FILE N            wait (up to 30s) until FILE has N lines
+//	sleep DURATION              let a background command run (a --watch shows its output only when
+//	                            it ends); never for correctness: it only gives the command time
 //	mask [-table] SRC DST [REGEXP...]
 //	                            copy SRC (stdout, stderr or a file) to DST with the volatile parts masked
 //	                            as '*': the server URL (as $NATS_URL), RFC 3339 times and clock times
@@ -168,6 +170,14 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 			}
 		}
 		ts.Fatalf("%s has %d lines after 30s, want %d", args[0], lines, n)
+	},
+	"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
+		if len(args) != 1 {
+			ts.Fatalf("usage: sleep DURATION")
+		}
+		d, err := time.ParseDuration(args[0])
+		ts.Check(err)
+		time.Sleep(d)
 	},
 	"mask": func(ts *testscript.TestScript, neg bool, args []string) {
 		table := len(args) > 0 && args[0] == "-table"

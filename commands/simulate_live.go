@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
@@ -24,6 +25,7 @@ var runLive = live.Run
 // server is where the run ran (see render.Simulation.Server).
 func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, predictions []record.Result) (results []render.StrategyResult, lanes *health.Report, server string, err error) {
 	server = "embedded"
+	var kept []string // streams --keep leaves on a named server
 	meter := progress.New(o.IO.Err, o.IO.ErrTTY, "simulate")
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
 		WorkersPerLane: o.Workers, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep,
@@ -34,6 +36,9 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 			}
 		},
 		BeforeCleanup: func(ctx context.Context, c *connect.Conn, name, stream string) {
+			if o.Keep && o.Conn.Given() {
+				kept = append(kept, stream)
+			}
 			if strategy.MustLookup(name).Consumers != strategy.PerPartition {
 				return
 			}
@@ -46,6 +51,9 @@ func liveResults(ctx context.Context, o SimulateOptions, w *workload.Workload, p
 		}}
 	ran, err := runLive(ctx, req)
 	meter.Finish()
+	if len(kept) > 0 {
+		fmt.Fprintf(o.IO.Err, "kept on the server (--keep): streams %s; remove each with: nats stream rm NAME\n", strings.Join(kept, ", "))
+	}
 	for _, r := range ran {
 		sr := render.StrategyResult{Result: r}
 		for i := range predictions {
