@@ -139,6 +139,7 @@ var designFileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage
 const (
 	designFileEnv     = "LANES_FILE"
 	defaultDesignFile = "lanes.yaml"
+	fromEnv           = "from " + designFileEnv // how discoverDesign found it
 )
 
 // errNoDesign: nothing says what to plan.
@@ -199,8 +200,6 @@ func readDesignFrom(c *cli.Context) (planner.Design, string, error) {
 	}
 	return d, path, nil
 }
-
-const fromEnv = "from " + designFileEnv
 
 // discoverDesign is the design file to read when the command line gives
 // neither -f nor --subject: $LANES_FILE (which must then be readable),
