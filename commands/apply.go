@@ -51,24 +51,26 @@ func applyCommand(io *IO) *cli.Command {
 		&cli.BoolFlag{Name: "prune", Usage: "delete lanes of this design that the design no longer has, once drained", Category: catApply},
 		&cli.BoolFlag{Name: "force", Usage: "with --prune, delete lanes that still hold messages; allow a filter or mapping change that strands stored messages", Category: catApply},
 		&cli.BoolFlag{Name: "mapping-switched", Usage: "mapping: account: the operator has installed the new mapping on every server (apply cannot check it)", Category: catApply},
-		&cli.DurationFlag{Name: "drain-timeout", Value: 5 * time.Minute, Usage: "repartition: how long to wait for the old lanes to drain before stopping (exit 5, re-run to continue)", Category: catApply},
-		&cli.IntFlag{Name: "concurrency", Value: converge.DefaultConcurrency, Usage: "requests in flight at once", Category: catApply},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 5 * time.Minute, Usage: "repartition: wait at most `DURATION` for the old lanes to drain, then stop (exit 5, re-run to continue)", Category: catApply},
+		&cli.IntFlag{Name: "concurrency", Value: converge.DefaultConcurrency, Usage: "`N` requests in flight at once (1 to 1024)", Category: catApply},
 		&cli.BoolFlag{Name: "lock", Value: true, Usage: "take the stream's apply lock (one apply at a time; KV bucket " + converge.LockBucket + ", nats-server 2.11+); --lock=false skips it", Category: catApply},
-		&cli.DurationFlag{Name: "lock-timeout", Usage: "wait this long for another apply's lock instead of refusing at once (exit 4)", Category: catApply},
-		&cli.DurationFlag{Name: "lock-ttl", Value: converge.DefaultLockTTL, Usage: "how long the lock outlives this apply if it dies (renewed while it runs; whole seconds)", Category: catApply},
+		&cli.DurationFlag{Name: "lock-timeout", Usage: "wait up to `DURATION` for another apply's lock instead of refusing at once (exit 4)", Category: catApply},
+		&cli.DurationFlag{Name: "lock-ttl", Value: converge.DefaultLockTTL, Usage: "`DURATION` the lock outlives this apply if it dies (renewed while it runs; whole seconds)", Category: catApply},
 		outputFlag(applyFormats...),
 	)
 	flags = append(flags, connectFlags()...)
 	return withUsageErrors(&cli.Command{
 		Name:      "apply",
 		Usage:     "converge a NATS server to the plan: diff first, then create or update safely",
-		UsageText: "lanes apply [-f FILE] [design flags] [connection flags] [--dry-run] [--yes] [--recreate] [--prune] [--force] [--lock-timeout D] [-o table|json]",
+		UsageText: "lanes apply [-f FILE] [design flags] [connection flags] [--dry-run] [--yes] [--recreate] [--prune] [--force] [--lock-timeout DURATION] [-o table|json]",
 		Description: `Compare the plan with the live server (the stream, and the lanes found by
 their metadata or names) and make the server match: create the stream or
 update what lanes needs of it (subject transform, max_consumers), create or
 update the lanes with many requests in flight. Nothing is deleted unless
 asked (--prune). On a terminal apply asks before changing an existing
-stream; scripts pass --yes.
+stream; scripts pass --yes. The design is read as plan reads it: -f FILE
+or the design flags; with neither -f nor --subject, $LANES_FILE, else
+./lanes.yaml (named on stderr).
 
 One apply at a time per stream: apply takes the stream's lock before it
 reads the server and holds it until it ends (also while it asks). Another
@@ -86,9 +88,11 @@ from where it is. So does any interrupted apply, including a --recreate
 
 Exit codes: 0 done or nothing to do, 2 bad flags or design, 3 changes pending
 (--dry-run), 4 refused (needs --recreate, --force, --yes or a confirmation,
-or another apply holds the lock; nothing changed), 5 not finished (re-run),
-10-14 connection, authentication, permission, no JetStream, timeout, 130
-interrupted.
+or another apply holds the lock; nothing changed), 5 not finished (a drain
+timed out, or a mapping: account repartition waits for the new mapping and
+--mapping-switched; re-run), 10-14 connection, authentication, permission,
+no JetStream, timeout, 130 interrupted. With mapping: account, the first
+apply exits 0 and warns: the operator installs the mapping it prints.
 
 Examples:
    lanes apply -f lanes.yaml --dry-run               # review; exit 3 if changes are pending

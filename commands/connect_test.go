@@ -29,7 +29,7 @@ func lanes(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func cleanEnv(t *testing.T) {
 	t.Helper()
-	for _, v := range []string{"NATS_URL", "NATS_CONTEXT", "NATS_CREDS", "NATS_NKEY", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CERT", "NATS_KEY", "NATS_CA"} {
+	for _, v := range []string{"LANES_FILE", "NATS_URL", "NATS_CONTEXT", "NATS_CREDS", "NATS_NKEY", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CERT", "NATS_KEY", "NATS_CA"} {
 		t.Setenv(v, "")
 		os.Unsetenv(v)
 	}

@@ -18,7 +18,7 @@ const (
 	ExitUsage       = 2   // bad flags, bad design, bad input: nothing was changed
 	ExitChanges     = 3   // dry run / plan --server: changes are pending
 	ExitRefused     = 4   // a change needs an explicit flag (immutable field, undrained prune, no confirmation)
-	ExitIncomplete  = 5   // repartition not finished (drain timeout): re-run to continue
+	ExitIncomplete  = 5   // not finished (drain timeout, account mapping not switched yet, lanes unavailable): re-run to continue
 	ExitThreshold   = 6   // inspect --fail-on: a threshold was crossed
 	ExitConnect     = 10  // cannot reach the server (address, network, TLS)
 	ExitAuth        = 11  // authentication failed

@@ -67,8 +67,8 @@ func duration(name, field, usage, def string, dst func(*planner.Design) *planner
 
 // designFlags are accepted by plan, apply and simulate.
 var designFlags = []designFlag{
-	str("name", "name", "design `NAME` (lane names start with it)", "the stream name in lower case", func(d *planner.Design) *string { return &d.Name }),
-	str("stream", "stream.name", "stream `NAME`", "the design name in upper case", func(d *planner.Design) *string { return &d.Stream.Name }),
+	str("name", "name", "design `NAME` (lane names start with it)", "the stream name in lower case, else the subject's literal prefix: msgs.received_from.* -> msgs-received_from", func(d *planner.Design) *string { return &d.Name }),
+	str("stream", "stream.name", "stream `NAME`", "the design name in upper case, '-' as '_'", func(d *planner.Design) *string { return &d.Stream.Name }),
 	str("subject", "subject", "publish subject `PATTERN`, e.g. msgs.received_from.*", "", func(d *planner.Design) *string { return &d.Subject }),
 	{
 		flag:  &cli.StringFlag{Name: "key-tokens", Usage: "which '*' tokens form the ordering key, 1-based `LIST` like partition(n,i...) (default: all)", Category: catDesign},
@@ -131,30 +131,61 @@ var designFlags = []designFlag{
 
 var fileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "design `FILE` (YAML or JSON)", Category: catDesign}
 
+// designFileFlag is -f on the commands that find the design themselves
+// when neither -f nor --subject is given (see discoverDesign).
+var designFileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "design `FILE` (YAML or JSON; - reads stdin)", Category: catDesign,
+	DefaultText: "with no -f and no --subject, $" + designFileEnv + ", else ./" + defaultDesignFile + " if there is one"}
+
+const (
+	designFileEnv     = "LANES_FILE"
+	defaultDesignFile = "lanes.yaml"
+	fromEnv           = "from " + designFileEnv // how discoverDesign found it
+)
+
+// errNoDesign: nothing says what to plan.
+var errNoDesign = usageErrorf("no design given: use -f FILE, --subject PATTERN, a %s in this directory, or %s=FILE", defaultDesignFile, designFileEnv)
+
 func designFlagList() []cli.Flag {
-	out := []cli.Flag{fileFlag}
+	out := []cli.Flag{designFileFlag}
 	for _, f := range designFlags {
 		out = append(out, f.flag)
 	}
 	return out
 }
 
-// readDesign loads -f FILE (if any) and applies the flags that were set on
-// top, recording where each setting came from. The file may be stdin (-),
-// a pipe or a FIFO: it is read once, and the read gives up on Ctrl-C.
+// readDesign loads the design file (-f, or the one discoverDesign finds)
+// and applies the flags that were set on top, recording where each
+// setting came from. The file may be stdin (-), a pipe or a FIFO: it is
+// read once, and the read gives up on Ctrl-C.
 func readDesign(c *cli.Context) (planner.Design, error) {
+	d, _, err := readDesignFrom(c)
+	return d, err
+}
+
+// readDesignFrom is readDesign that also says which file it read ("" for none).
+func readDesignFrom(c *cli.Context) (planner.Design, string, error) {
 	var d planner.Design
 	if err := notEmpty(c, "file"); err != nil {
-		return d, err
+		return d, "", err
 	}
-	if path := c.String("file"); path != "" {
+	path, found := c.String("file"), ""
+	if path == "" && !c.IsSet("subject") {
+		path, found = discoverDesign()
+	}
+	if path != "" {
 		data, name, err := readDesignFile(c.Context, path, c.App.Reader)
 		if err != nil {
-			return d, err
+			if found == fromEnv {
+				err = &designFileError{fmt.Errorf("%s=%s: %w", designFileEnv, path, err)}
+			}
+			return d, "", err
+		}
+		if found != "" {
+			fmt.Fprintf(c.App.ErrWriter, "using design file %s (%s)\n", planner.Printable(path, 256), found)
 		}
 		d, err = planner.ParseDesign(data, name)
 		if err != nil {
-			return d, &designFileError{err}
+			return d, "", &designFileError{err}
 		}
 	}
 	for _, f := range designFlags {
@@ -163,11 +194,25 @@ func readDesign(c *cli.Context) (planner.Design, error) {
 			continue
 		}
 		if err := f.set(c, name, &d); err != nil {
-			return d, err
+			return d, "", err
 		}
 		d.SetOrigin(f.field, "--"+name)
 	}
-	return d, nil
+	return d, path, nil
+}
+
+// discoverDesign is the design file to read when the command line gives
+// neither -f nor --subject: $LANES_FILE (which must then be readable),
+// else ./lanes.yaml when it exists; found says how, for the stderr line
+// ("" for none).
+func discoverDesign() (path, found string) {
+	if env := os.Getenv(designFileEnv); env != "" {
+		return env, fromEnv
+	}
+	if st, err := os.Stat(defaultDesignFile); err == nil && !st.IsDir() {
+		return "./" + defaultDesignFile, "no -f given"
+	}
+	return "", ""
 }
 
 func readDesignFile(ctx context.Context, path string, stdin io.Reader) ([]byte, string, error) {
@@ -210,11 +255,15 @@ func positive(name string) func(*cli.Context, time.Duration) error {
 	}
 }
 
-// loadPlan reads the design and plans it; warnings go to stderr.
+// loadPlan reads the design and plans it; warnings go to stderr. With no
+// design file and no subject, it says every way to give a design.
 func loadPlan(c *cli.Context, io *IO) (*planner.Plan, error) {
-	d, err := readDesign(c)
+	d, file, err := readDesignFrom(c)
 	if err != nil {
 		return nil, err
+	}
+	if file == "" && d.Subject == "" {
+		return nil, errNoDesign
 	}
 	return planWithWarnings(d, io)
 }

@@ -37,7 +37,7 @@ func planCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "keys", Usage: "assign every subject (or bare key) in `FILE` to its lane; - reads stdin; a line may end with a message count", Category: "Keys"},
 		&cli.StringFlag{Name: "key", Usage: "which lane is `SUBJECT` in", Category: "Keys"},
 		outputFlag(planFormats...),
-		&cli.StringFlag{Name: "emit-dir", Usage: "write natscli-ready stream.json and <lane>.json files into `DIR`", Category: catOutput},
+		&cli.StringFlag{Name: "emit-dir", Usage: "write natscli-ready stream.json and one LANE.json per lane into `DIR`", Category: catOutput},
 	)
 	// plan stays offline unless --server or --context is on the command
 	// line: NATS_URL in the environment alone does not make it connect.
@@ -52,7 +52,12 @@ Nothing is sent to a server unless --server or --context is given on the
 command line (NATS_URL alone does not count), in which case the plan is
 compared with the live state, as apply --dry-run does.
 
+The design is -f FILE with the design flags on top, or the flags alone
+(--subject at least). With neither -f nor --subject, plan reads $LANES_FILE,
+else ./lanes.yaml, and names it on stderr.
+
 Examples:
+   lanes plan                                   # ./lanes.yaml (or $LANES_FILE)
    lanes plan --name orders --subject 'msgs.received_from.*' --partitions 8
    lanes plan -f examples/seed/lanes.yaml --keys examples/seed/keys.txt
    lanes plan -f lanes.yaml --key msgs.received_from.alice
@@ -334,7 +339,7 @@ func emitDefinitions(o PlanOptions) error {
 			return fmt.Errorf("--emit-dir: %w", err)
 		}
 	}
-	fmt.Fprintf(o.IO.Err, "wrote %d definitions to %s (nats stream add --config %s; nats consumer add %s --config <lane>.json)\n",
-		len(files), o.EmitDir, filepath.Join(o.EmitDir, "stream.json"), o.Plan.Stream.Name)
+	fmt.Fprintf(o.IO.Err, "wrote %d definitions to %s (nats stream add --config %s; nats consumer add %s --config %s)\n",
+		len(files), o.EmitDir, filepath.Join(o.EmitDir, "stream.json"), o.Plan.Stream.Name, filepath.Join(o.EmitDir, "<lane>.json"))
 	return nil
 }

@@ -94,13 +94,13 @@ func simulateCommand(io *IO) *cli.Command {
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed `N`: the same seed gives the same workload and the same result", Category: catWorkload},
 		&cli.StringFlag{Name: "sweep", Usage: "try partition counts `A..B` (lanes strategy) and recommend one", Category: catSweep},
 		&cli.Float64Flag{Name: "target-rate", Usage: "sweep target: messages `PER_SECOND` to sustain", Category: catSweep},
-		&cli.DurationFlag{Name: "target-p99", Usage: "sweep target: end-to-end p99 latency `D`", Category: catSweep, Action: positive("target-p99")},
+		&cli.DurationFlag{Name: "target-p99", Usage: "sweep target: end-to-end p99 latency `DURATION`", Category: catSweep, Action: positive("target-p99")},
 		&cli.StringFlag{Name: "plot", Usage: "write the sweep chart to `FILE` (.png or .svg)", Category: catSweep},
 		&cli.BoolFlag{Name: "live", Usage: "run on a real server too (the connection flags', or an embedded one) and show it beside the model", Category: catLive},
 		&cli.BoolFlag{Name: "keep", Usage: "with --live: keep the stream and lanes it created", Category: catLive},
-		&cli.DurationFlag{Name: "lease-ttl", Value: strategy.DefaultLeaseTTL, Usage: "the per-key lease's time to live `D` (whole seconds, 1s or more); with --in-progress the holder renews it every TTL/3", Category: catLease},
-		&cli.DurationFlag{Name: "lease-retry", Usage: "the nak delay `D` of a message whose key another worker has leased: it is delivered again after D", DefaultText: "half the mean processing time, 10ms or more", Category: catLease, Action: positive("lease-retry")},
-		&cli.DurationFlag{Name: "round-trip", Value: model.DefaultRoundTrip, Usage: "the model's time `D` for a request to the server and its answer: taking a lease costs 1 to 3 (KeyValue.Create), releasing it 1", Category: catLease},
+		&cli.DurationFlag{Name: "lease-ttl", Value: strategy.DefaultLeaseTTL, Usage: "the per-key lease's time to live `DURATION` (whole seconds, 1s or more); with --in-progress the holder renews it every TTL/3", Category: catLease},
+		&cli.DurationFlag{Name: "lease-retry", Usage: "the nak delay `DURATION` of a message whose key another worker has leased: it is delivered again after it", DefaultText: "half the mean processing time, 10ms or more", Category: catLease, Action: positive("lease-retry")},
+		&cli.DurationFlag{Name: "round-trip", Value: model.DefaultRoundTrip, Usage: "the model's time `DURATION` for a request to the server and its answer: taking a lease costs 1 to 3 (KeyValue.Create), releasing it 1", Category: catLease},
 		outputFlag(simulateFormats...),
 	)
 	flags = append(flags, connectFlags()...)
@@ -120,7 +120,9 @@ when named (--strategy lanes,kv-lease). The model is a deterministic
 discrete-event simulation of JetStream pull consumers (ack wait, late acks,
 redelivery, max deliver, in-progress acks, backoff, pinned workers, leases);
 --live runs it on a real server and shows both.
-With no arguments: the seed story (alice, bob and carol; single vs 8 lanes).
+The design is read as plan reads it (-f FILE, the design flags, else
+$LANES_FILE or ./lanes.yaml, named on stderr). With no design at all: the
+seed story (alice, bob and carol; single vs 8 lanes).
 
 Examples:
    lanes simulate

@@ -209,6 +209,13 @@ func (x *executor) applyStream(ctx context.Context) error {
 			return fmt.Errorf("creating stream %s: %w", x.stream, err)
 		}
 		x.res.StreamCreated = true
+		if m := x.d.plan; m.Design.Mapping == planner.MappingAccount {
+			// Done as far as apply can go (exit 0): no re-run can see the
+			// mapping, so the operator's part is a warning, not "incomplete".
+			x.res.Warnings = append(x.res.Warnings, fmt.Sprintf(
+				"publishes to %s reach stream %s only once the operator installs the account mapping %s -> %s on every server (lanes plan -o conf or -o nsc)",
+				m.Mapping.Source, x.stream, m.Mapping.Source, m.Mapping.Destination))
+		}
 	case ActionUpdate:
 		_, changed, err := x.updateStream(ctx, sc.edit)
 		if err != nil {

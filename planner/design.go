@@ -69,6 +69,7 @@ const (
 	DefaultReplicas      = 1
 	serverMaxConsumers   = 1000 // nats-server's default cap on consumers per stream
 	maxNameLen           = 255
+	maxDesignName        = 64 // lane names are built from it
 )
 
 // Duration is a time.Duration written as "30s" in files and JSON.
@@ -162,7 +163,11 @@ func (d *Design) fillDefaults() error {
 	}
 	switch {
 	case d.Name == "" && d.Stream.Name == "":
-		return d.fieldErr("name", "", "required: set a design name (--name) or a stream name (--stream)")
+		d.Name = nameFromSubject(d.Subject)
+		if d.Name == "" {
+			return d.fieldErr("name", "", "required: no name can be made from the subject's literal prefix: set a design name (--name) or a stream name (--stream)")
+		}
+		d.Stream.Name = strings.ToUpper(strings.ReplaceAll(d.Name, "-", "_"))
 	case d.Name == "":
 		d.Name = strings.ToLower(d.Stream.Name)
 	case d.Stream.Name == "":
@@ -206,6 +211,18 @@ func (d *Design) fillDefaults() error {
 	return nil
 }
 
+// nameFromSubject is the default design name: the subject's literal tokens
+// before the first '*', lower case, joined by '-' (msgs.received_from.* ->
+// msgs-received_from); "" when there are none or they make no valid name.
+func nameFromSubject(subject string) string {
+	lit, _, _ := strings.Cut(subject, "*")
+	name := strings.ToLower(strings.ReplaceAll(strings.TrimSuffix(lit, "."), ".", "-"))
+	if !validName(name) || len(name) > maxDesignName {
+		return ""
+	}
+	return name
+}
+
 func (d *Design) validate() error {
 	if err := d.validateNames(); err != nil {
 		return err
@@ -241,8 +258,8 @@ func (d *Design) validateNames() error {
 	if !validName(d.Name) {
 		return d.fieldErr("name", d.Name, "must be a non-empty name without spaces, '.', '*', '>', '/' or '\\'")
 	}
-	if len(d.Name) > 64 {
-		return d.fieldErr("name", d.Name, "longer than 64 characters: lane names are built from it")
+	if len(d.Name) > maxDesignName {
+		return d.fieldErr("name", d.Name, "longer than %d characters: lane names are built from it", maxDesignName)
 	}
 	if !validName(d.Stream.Name) {
 		return d.fieldErr("stream.name", d.Stream.Name, "must be a non-empty stream name without spaces, '.', '*', '>', '/' or '\\'")

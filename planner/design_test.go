@@ -44,6 +44,27 @@ func TestNameDerivation(t *testing.T) {
 	if err != nil || p.Design.Stream.Name != "USER_EVENTS" {
 		t.Fatalf("stream from name: %v %+v", err, p)
 	}
+	// Neither: from the subject's literal tokens before the first '*'.
+	for subject, want := range map[string][2]string{
+		"orders.*":             {"orders", "ORDERS"},
+		"msgs.received_from.*": {"msgs-received_from", "MSGS_RECEIVED_FROM"},
+		"Dev.Events.*.x.*":     {"dev-events", "DEV_EVENTS"},
+		"a.*.b.*":              {"a", "A"},
+	} {
+		p, err = New(Design{Subject: subject})
+		if err != nil {
+			t.Errorf("%s: %v", subject, err)
+		} else if p.Design.Name != want[0] || p.Design.Stream.Name != want[1] {
+			t.Errorf("%s: name %q, stream %q, want %v", subject, p.Design.Name, p.Design.Stream.Name, want)
+		}
+	}
+	// No literal token to name it after, or one no name can hold.
+	for _, subject := range []string{"*.events", "a/b.*", strings.Repeat("x", 70) + ".*"} {
+		_, err = New(Design{Subject: subject})
+		if err == nil || !strings.Contains(err.Error(), "name: required") || !strings.Contains(err.Error(), "--name") {
+			t.Errorf("%s: %v, want name: required naming --name", subject, err)
+		}
+	}
 }
 
 func TestMaxConsumersCoversRepartition(t *testing.T) {

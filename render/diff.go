@@ -116,7 +116,7 @@ func transformChange(c converge.FieldChange) converge.FieldChange {
 }
 
 func raw(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
+	b, _ := marshalJSON(v, "", "")
 	return b
 }
 

@@ -2,6 +2,7 @@ package render
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -176,16 +177,34 @@ func KeyAnswerText(w io.Writer, s Styles, a KeyAnswer) {
 	s.kv(w, [][2]string{{"key", planner.Printable(a.Key, maxCell)}, {"stored as", planner.Printable(a.StoredSubject, maxCell)}, {"lane filter", a.Filter}})
 }
 
-// JSON writes v as indented JSON.
+// JSON writes v as indented JSON, '<', '>' and '&' as they are.
 func JSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := marshalJSON(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// marshalJSON is json.MarshalIndent (compact without indent) that leaves
+// '<', '>' and '&' as they are: subjects and layouts hold them
+// (a.n8.<partition>.<token1>), and no output of lanes is read as HTML.
+// Every JSON lanes writes goes through it.
+func marshalJSON(v any, prefix, indent string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent(prefix, indent)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // YAML writes v with the same field names as its JSON form.
 func YAML(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v, "", "")
 	if err != nil {
 		return err
 	}
@@ -263,7 +282,7 @@ func (s *PlanStream) field(key string, v any) error {
 	if s.yaml {
 		return YAML(s.w, map[string]any{key: v})
 	}
-	b, err := json.MarshalIndent(v, "  ", "  ")
+	b, err := marshalJSON(v, "  ", "  ")
 	if err != nil {
 		return err
 	}
@@ -372,7 +391,7 @@ func (s *PlanStream) Close(skew *planner.Skew) error {
 			return err
 		}
 	} else {
-		b, _ := json.Marshal(warnings)
+		b, _ := marshalJSON(warnings, "", "")
 		fmt.Fprintf(s.w, "  \"warnings\": %s\n}\n", b)
 	}
 	return s.w.Flush()
@@ -383,7 +402,7 @@ func (s *PlanStream) Close(skew *planner.Skew) error {
 func appendJSONString(dst, b []byte) []byte {
 	for _, c := range b {
 		if c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			q, _ := json.Marshal(string(b))
+			q, _ := marshalJSON(string(b), "", "")
 			return append(dst, q...)
 		}
 	}
@@ -435,13 +454,13 @@ func shellQuote(s string) string {
 // <lane>.json per lane (nats stream add --config, nats consumer add --config).
 func Definitions(p *planner.Plan) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	b, err := json.MarshalIndent(p.Stream, "", "  ")
+	b, err := marshalJSON(p.Stream, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	out["stream.json"] = append(b, '\n')
 	for _, c := range p.Consumers {
-		b, err := json.MarshalIndent(c, "", "  ")
+		b, err := marshalJSON(c, "", "  ")
 		if err != nil {
 			return nil, err
 		}
