@@ -172,6 +172,10 @@ func readDesignFrom(c *cli.Context) (planner.Design, string, error) {
 	if path == "" && !c.IsSet("subject") {
 		path, found = discoverDesign()
 	}
+	if found == fromEnv && path == input.Stdin {
+		// stdin is the command line's to give (-f -), and --keys - may want it
+		return d, "", &designFileError{fmt.Errorf("%s=-: name a file; to read the design from stdin use -f -", designFileEnv)}
+	}
 	if path != "" {
 		data, name, err := readDesignFile(c.Context, path, c.App.Reader)
 		if err != nil {

@@ -182,7 +182,7 @@ func workTarget(c *cli.Context, io *IO) (stream, design string, err error) {
 	stream, design = d.Stream.Name, d.Name
 	switch {
 	case stream == "" && design == "":
-		return "", "", usageErrorf("name the design: -f FILE, or --stream NAME (and --name DESIGN when it is not the stream name in lower case)")
+		return "", "", usageErrorf("name the design: -f FILE, a lanes.yaml in this directory, LANES_FILE=FILE, or --stream NAME (and --name DESIGN when it is not the stream name in lower case)")
 	case design == "":
 		design = strings.ToLower(stream)
 	case stream == "":

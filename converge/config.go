@@ -80,7 +80,7 @@ func designed(c jetstream.ConsumerConfig) planner.ConsumerConfig {
 
 // toMap is v's JSON object, field by field.
 func toMap(v any) map[string]json.RawMessage {
-	b, _ := json.Marshal(v)
+	b := marshal(v)
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(b, &m)
 	if m == nil {
@@ -89,9 +89,17 @@ func toMap(v any) map[string]json.RawMessage {
 	return m
 }
 
-func raw(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
+func raw(v any) json.RawMessage { return marshal(v) }
+
+// marshal is json.Marshal without HTML escaping: the values end up in
+// apply's JSON output (a change's old and new), where a subject's "<"
+// must read as itself, not as \u003c.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // consumerChanges compares a live lane with the wanted config, field by
