@@ -175,7 +175,7 @@ func TestInspectFailOn(t *testing.T) {
 		code  int
 		say   string
 	}{
-		{[]string{"backlog>3"}, commands.ExitThreshold, "lane failon-n4-02 is at 5"},
+		{[]string{"backlog>3"}, commands.ExitThreshold, "lane failon-n4-02 has backlog 5"},
 		{[]string{"backlog>100"}, 0, ""},
 		{[]string{"severity>=critical"}, commands.ExitThreshold, "critical finding"},
 		{[]string{"ack_age>100ms"}, commands.ExitThreshold, "failon-n4-02"},
