@@ -81,8 +81,8 @@ type Snapshot struct {
 	WorkersFailed string
 	// Parked counts the messages on each dead-letter subject the workers name.
 	Parked   map[string]Parked
-	Requests int // API requests the read took (the membership's are not counted)
-	Time           time.Time // when the read finished (client clock)
+	Requests int       // API requests the read took (the membership's are not counted)
+	Time     time.Time // when the read finished (client clock)
 }
 
 // Inspect reads the stream's lanes and judges them: Judge(Read(...)),
