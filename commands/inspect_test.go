@@ -45,15 +45,17 @@ type laneDoc struct {
 	Backlog            uint64 `json:"backlog"`
 }
 
+type findingDoc struct {
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Lane     string `json:"lane"`
+	Message  string `json:"message"`
+}
+
 type inspectDoc struct {
-	Lanes    []laneDoc `json:"lanes"`
-	Findings []struct {
-		Severity string `json:"severity"`
-		Code     string `json:"code"`
-		Lane     string `json:"lane"`
-		Message  string `json:"message"`
-	} `json:"findings"`
-	Key []struct {
+	Lanes    []laneDoc    `json:"lanes"`
+	Findings []findingDoc `json:"findings"`
+	Key      []struct {
 		Lanes []string `json:"lanes"`
 	} `json:"key"`
 }
@@ -589,13 +591,8 @@ type servingDoc struct {
 			Count   uint64 `json:"count"`
 		} `json:"parked"`
 	} `json:"workers"`
-	WorkersUnknown string `json:"workers_unknown"`
-	Findings       []struct {
-		Severity string `json:"severity"`
-		Code     string `json:"code"`
-		Lane     string `json:"lane"`
-		Message  string `json:"message"`
-	} `json:"findings"`
+	WorkersUnknown string       `json:"workers_unknown"`
+	Findings       []findingDoc `json:"findings"`
 }
 
 func (d servingDoc) codes() map[string]int {

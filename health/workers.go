@@ -93,7 +93,7 @@ func designsOf(s *Snapshot, o Options) []string {
 // bucket (no worker ever ran) is no error: nobody serves anything.
 func readWorkers(ctx context.Context, c *connect.Conn, stream string, designs []string) workersRead {
 	out := workersRead{serving: map[string]*work.Serving{}, parked: map[string]Parked{}}
-	if len(designs) == 0 {
+	if len(designs) == 0 || c.JS == nil {
 		return out
 	}
 	ctx, release := c.Guard(ctx)
