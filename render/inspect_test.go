@@ -58,7 +58,7 @@ func fixedReport() *health.Report {
 			Gone:   []health.Instance{{Name: "two", Renewed: at.Add(-2 * time.Minute), Expired: true}},
 			Parked: []health.Parked{{Subject: "dlq.orders", Stream: "DLQ", Count: 3}}}},
 		Findings: []health.Finding{
-			{Severity: health.Critical, Code: "stuck", Lane: "orders-n4-02", Message: "lane orders-n4-02 is stuck: its head message (seq 851, key bob) has been out for 3m0s, longer than the ack wait (30s), and no worker is pulling", Advice: "the worker that took it has likely died: start a worker on this lane; the message is redelivered on its first pull"},
+			{Severity: health.Critical, Code: "instance_gone", Lane: "orders-n4-02", Message: "lane orders-n4-02 was served by lanes work instance two, which lost its lease 2m0s ago (it died or is cut off from NATS), and no live instance has taken it: 31 message(s) wait", Advice: "live instances of design orders (one) have not taken it: read their logs (a lane they refuse is logged) and check their connection"},
 			{Severity: health.Critical, Code: "missing", Lane: "orders-n4-04", Message: "lane orders-n4-04 did not answer in time", Advice: "check the cluster"},
 			{Severity: health.Warning, Code: "redelivered", Lane: "orders-n4-02", Message: "lane orders-n4-02: its head message (seq 851, key bob) was delivered 4 times", Advice: "read the workers' errors"},
 			{Severity: health.Info, Code: "held", Lane: "orders-n4-03", Message: "lane orders-n4-03 is held (paused) for a repartition", Advice: "lanes apply resumes it"},
