@@ -1,7 +1,7 @@
 // Package health reads the lanes of a stream and judges them, in two
-// steps. Read does the I/O: one stream info, one paged CONSUMER.LIST pass
-// and a bounded number of message lookups become a Snapshot, the server's
-// answers as they came. Judge is pure: a Snapshot becomes a Report, with
+// steps. Read does the I/O: one stream info, one paged CONSUMER.LIST pass,
+// a bounded number of message lookups and lanes work's membership bucket
+// become a Snapshot, the server's answers as they came. Judge is pure: a Snapshot becomes a Report, with
 // per-lane figures, a summary, and Findings (a fault, its severity and one
 // line of advice). Inspect is the two together. health formats nothing and
 // knows nothing of flags: inspect renders a Report, simulate --live reads

@@ -102,9 +102,11 @@ func Inspect(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 // Read reads the stream and its lanes. Requests: one stream info, the
 // CONSUMER.LIST pages (256 lanes each), one message lookup per lane with
 // a backlog (at most Concurrency at once), and the subject list when the
-// placement check runs. The whole read has one deadline, the connection's
-// timeout: in a cluster, lanes whose leader does not answer in time are
-// named, not waited for.
+// placement check runs; then lanes work's membership bucket for the
+// designs of the lanes (who serves each lane, what was parked). The whole
+// read has one deadline, the connection's timeout: in a cluster, lanes
+// whose leader does not answer in time are named, not waited for, and a
+// bucket that does not answer is left unknown.
 func Read(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	if o.Stream == "" {
 		return nil, errors.New("no stream given")
