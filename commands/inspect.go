@@ -44,8 +44,8 @@ func inspectCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "stream", Usage: "stream `NAME` whose lanes to inspect (default: the design file's stream)"},
 		&cli.StringFlag{Name: "design", Usage: "only the lanes of design `NAME` (default: every lane on the stream)"},
 		fileFlag,
-		&cli.StringFlag{Name: "key", Usage: "which lane holds `SUBJECT` (as published), and that lane's state"},
-		&cli.GenericFlag{Name: "watch", Value: watch, Usage: "refresh every `INTERVAL` (default 2s) with delivered/acked rates, until Ctrl-C"},
+		&cli.StringFlag{Name: "key", Usage: "which lane holds `SUBJECT` (as published, or a bare key like alice), and that lane's state"},
+		&cli.GenericFlag{Name: "watch", Value: watch, Usage: "refresh every `INTERVAL` (default 2s) with delivered/acked rates, until Ctrl-C (table or json)"},
 		&cli.StringSliceFlag{Name: "fail-on", Usage: "exit 6 when `EXPR` holds, e.g. backlog>1000, ack_age>2m, redelivered>0, severity>=warning (repeatable)"},
 		outputFlag(inspectFormats...),
 	}
@@ -55,11 +55,12 @@ func inspectCommand(io *IO) *cli.Command {
 		UsageText: "lanes inspect --stream NAME [--design NAME | -f FILE] [connection flags] [--key SUBJECT] [--watch [INTERVAL]] [--fail-on EXPR]... [-o table|json|prometheus]",
 		Description: `Read every lane of a stream (one paged CONSUMER.LIST pass) and show, lane by
 lane: pending, ack pending against max ack pending, redelivered, waiting pulls,
-delivered and ack-floor sequences, lag in messages and as the age of the
-oldest unacknowledged message, time since the last delivery and ack, pinned
-worker, pause and cluster leader; then a summary and findings, each with a
-severity and one line of advice. Lanes that lanes did not create are found by
-their filter.
+delivered and ack-floor sequences, lag as the age of the oldest
+unacknowledged message, time since the last delivery and ack, pinned worker,
+the lanes work instance serving it (and since when), pause and cluster
+leader; then a summary (with the workers of each design and the messages
+they parked) and findings, each with a severity and one line of advice.
+Lanes that lanes did not create are found by their filter.
 
 --fail-on grammar: METRIC OP VALUE, OP one of > >= < <= == !=. Lane metrics
 (crossed when any lane crosses them): pending, ack_pending, backlog,
@@ -98,6 +99,11 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 	var err error
 	if o.Output, err = outputFormat(c, inspectFormats...); err != nil {
 		return o, err
+	}
+	if o.Watch > 0 && o.Output == "prometheus" {
+		// A textfile collector reads one exposition per file; a watch
+		// appending one per refresh repeats every series.
+		return o, usageErrorf("--watch cannot write -o prometheus: a scrape needs one exposition, not one per refresh; run lanes inspect -o prometheus from cron into a temporary file and rename it over the .prom file (node_exporter's textfile convention)")
 	}
 	for _, expr := range c.StringSlice("fail-on") {
 		t, err := health.ParseThreshold(expr)

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // lanesRun runs lanes in-process as a user types it.
@@ -43,15 +45,17 @@ type laneDoc struct {
 	Backlog            uint64 `json:"backlog"`
 }
 
+type findingDoc struct {
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Lane     string `json:"lane"`
+	Message  string `json:"message"`
+}
+
 type inspectDoc struct {
-	Lanes    []laneDoc `json:"lanes"`
-	Findings []struct {
-		Severity string `json:"severity"`
-		Code     string `json:"code"`
-		Lane     string `json:"lane"`
-		Message  string `json:"message"`
-	} `json:"findings"`
-	Key []struct {
+	Lanes    []laneDoc    `json:"lanes"`
+	Findings []findingDoc `json:"findings"`
+	Key      []struct {
 		Lanes []string `json:"lanes"`
 	} `json:"key"`
 }
@@ -175,7 +179,7 @@ func TestInspectFailOn(t *testing.T) {
 		code  int
 		say   string
 	}{
-		{[]string{"backlog>3"}, commands.ExitThreshold, "lane failon-n4-02 is at 5"},
+		{[]string{"backlog>3"}, commands.ExitThreshold, "lane failon-n4-02 has backlog 5"},
 		{[]string{"backlog>100"}, 0, ""},
 		{[]string{"severity>=critical"}, commands.ExitThreshold, "critical finding"},
 		{[]string{"ack_age>100ms"}, commands.ExitThreshold, "failon-n4-02"},
@@ -226,6 +230,11 @@ func TestInspectKey(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "(key alice) is in partition") || !strings.Contains(out, lane.Name) {
 		t.Fatalf("table answer (exit %d):\n%s", code, out)
 	}
+	// A bare key, as plan --key takes it.
+	code, out, errOut = lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "--key", "alice", "-o", "json")
+	if doc := decode(t, out); code != 0 || len(doc.Key) != 1 || len(doc.Key[0].Lanes) != 1 || doc.Key[0].Lanes[0] != lane.Name {
+		t.Fatalf("--key alice: exit %d %s %+v", code, errOut, doc.Key)
+	}
 	code, _, errOut = lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "--key", "other.alice")
 	if code != commands.ExitUsage || !strings.Contains(errOut, "does not match") {
 		t.Fatalf("a key outside the mapping: exit %d %s", code, errOut)
@@ -247,6 +256,7 @@ func TestInspectUsage(t *testing.T) {
 		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "extra"}, commands.ExitUsage, "takes no arguments"},
 		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "--watch=5ms"}, commands.ExitUsage, "too short"},
 		{[]string{"inspect", "-s", srv.URL(), "--stream", "NOPE"}, commands.ExitError, "stream not found"},
+		{[]string{"inspect", "-s", srv.URL(), "--stream", "X", "--watch", "1s", "-o", "prometheus"}, commands.ExitUsage, "--watch cannot write -o prometheus"},
 	}
 	for _, tc := range cases {
 		code, out, errOut := lanesRun(tc.args...)
@@ -554,5 +564,204 @@ func TestInspectTerminalSafety(t *testing.T) {
 	code, out, errs := lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name)
 	if code != 0 || strings.ContainsAny(out+errs, "\x1b\x07") || !strings.Contains(out, `audit\x1b[2J`) {
 		t.Fatalf("exit %d; the name must appear escaped:\n%q", code, out)
+	}
+}
+
+// servingDoc is the part of inspect's JSON about lanes work.
+type servingDoc struct {
+	Lanes []struct {
+		Name         string     `json:"name"`
+		ServedBy     string     `json:"served_by"`
+		ServedSince  *time.Time `json:"served_since"`
+		ServedByGone bool       `json:"served_by_gone"`
+	} `json:"lanes"`
+	Workers []struct {
+		Design string `json:"design"`
+		Live   []struct {
+			Instance   string `json:"instance"`
+			DeadLetter string `json:"dead_letter"`
+		} `json:"live"`
+		Gone []struct {
+			Instance     string `json:"instance"`
+			LeaseExpired bool   `json:"lease_expired"`
+		} `json:"gone"`
+		Parked []struct {
+			Subject string `json:"subject"`
+			Stream  string `json:"stream"`
+			Count   uint64 `json:"count"`
+		} `json:"parked"`
+	} `json:"workers"`
+	WorkersUnknown string       `json:"workers_unknown"`
+	Findings       []findingDoc `json:"findings"`
+}
+
+func (d servingDoc) codes() map[string]int {
+	out := map[string]int{}
+	for _, f := range d.Findings {
+		out[f.Code]++
+	}
+	return out
+}
+
+// TestInspectServing: inspect names the lanes work instance serving each
+// lane and since when, counts what the workers parked, and once the
+// instance is killed (SIGKILL: no hand-over, its lease just stops being
+// renewed) reports each lane's instance gone within the lease.
+func TestInspectServing(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "2")
+	_, js := natstest.Connect(t, url)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() (servingDoc, string) {
+		code, out, errs := lanesRun("inspect", "-s", url, "--stream", p.Stream.Name, "-o", "json")
+		var d servingDoc
+		if code != 0 && code != commands.ExitThreshold {
+			t.Fatalf("inspect: exit %d\n%s", code, errs)
+		}
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return d, out
+	}
+	// Before any worker: no bucket, nothing said about workers.
+	if d, _ := read(); d.WorkersUnknown != "" || d.codes()["instance_gone"] != 0 || len(d.Lanes) != 2 || d.Lanes[0].ServedBy != "" {
+		t.Fatalf("before any worker: %+v", d)
+	}
+
+	started := time.Now()
+	// Every message is terminated by its handler (exit 65), so parked at once.
+	cmd, stderr := startLanes(t, workArgs("-s", url, "--instance", "one", "--lease", "2s", "--exec", "exit 65",
+		"--on-poison", "park", "--dead-letter", "dlq.orders")...)
+	natstest.Publish(t, js, append(natstest.SubjectsFor(t, p, 0, 2), natstest.SubjectsFor(t, p, 1, 1)...)...)
+	var d servingDoc
+	waitFor(t, 20*time.Second, func() bool {
+		d, _ = read()
+		if len(d.Workers) != 1 || len(d.Workers[0].Parked) != 1 || d.Workers[0].Parked[0].Count != 3 {
+			return false
+		}
+		for _, l := range d.Lanes {
+			if l.ServedBy != "one" || l.ServedByGone || l.ServedSince == nil {
+				return false
+			}
+		}
+		return true
+	}, "both lanes served by one, 3 messages parked")
+	for _, l := range d.Lanes {
+		if l.ServedSince.Before(started.Add(-time.Second)) || l.ServedSince.After(time.Now()) {
+			t.Errorf("lane %s served since %s, the worker started at %s", l.Name, l.ServedSince, started)
+		}
+	}
+	if w := d.Workers[0]; len(w.Live) != 1 || w.Live[0].Instance != "one" || w.Live[0].DeadLetter != "dlq.orders" || w.Parked[0].Stream != "DLQ" {
+		t.Errorf("workers: %+v", w)
+	}
+	if c := d.codes(); c["parked"] != 1 || c["instance_gone"] != 0 {
+		t.Errorf("findings: %+v", d.Findings)
+	}
+	code, table, _ := lanesRun("inspect", "-s", url, "--stream", p.Stream.Name)
+	if code != 0 || !strings.Contains(table, "SERVED BY") || !strings.Contains(table, "one (") ||
+		!strings.Contains(table, "workers   orders: 1 live (one)") || !strings.Contains(table, "parked    orders: 3 on dlq.orders (stream DLQ)") {
+		t.Errorf("table (exit %d):\n%s", code, table)
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 1)...) // a message now waits on lane 1
+	waitFor(t, 15*time.Second, func() bool {
+		d, _ = read()
+		for _, l := range d.Lanes {
+			if !l.ServedByGone {
+				return false
+			}
+		}
+		return d.codes()["instance_gone"] == 2
+	}, "both lanes' instance gone")
+	took := time.Since(killed)
+	t.Logf("instance gone reported %s after SIGKILL (lease 2s)", took.Round(10*time.Millisecond))
+	if took > 2*time.Second+3*time.Second {
+		t.Errorf("instance gone after %s: the documented bound is the lease and a second or two", took)
+	}
+	for _, f := range d.Findings {
+		if f.Code == "no_workers" || f.Code == "instance_gone" && f.Lane == p.Lanes[1].Name && f.Severity != "critical" {
+			t.Errorf("finding %+v: one finding per fact, critical when messages wait", f)
+		}
+	}
+	if g := d.Workers[0].Gone; len(g) != 1 || g[0].Instance != "one" || !g[0].LeaseExpired {
+		t.Errorf("gone: %+v", g)
+	}
+	_ = stderr
+}
+
+// TestInspectWorkersUnknown: a user who may read the lanes but not the
+// membership bucket gets the whole report, fast, with one finding saying
+// who serves the lanes is unknown.
+func TestInspectWorkersUnknown(t *testing.T) {
+	cleanEnv(t)
+	reader := natstest.ReadOnlyJetStream
+	reader.Name, reader.Password = "reader", "reader-pw"
+	srv := natstest.Start(t, natstest.WithUsers(reader, natstest.User{Name: "admin", Password: "admin-pw"}))
+	_, js := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "admin-pw"))
+	p := natstest.Plan(t, "unknown", 4)
+	natstest.CreateLanes(t, js, p)
+	if _, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: work.Bucket, LimitMarkerTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, out, errs := lanesRun("inspect", "-s", srv.URL(), "--user", "reader", "--password", "reader-pw", "--stream", p.Stream.Name, "-o", "json")
+	took := time.Since(start)
+	var d servingDoc
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errs)
+	}
+	if len(d.Lanes) != 4 || d.WorkersUnknown == "" || d.codes()["workers_unknown"] != 1 || len(d.Findings) != 1 {
+		t.Fatalf("want the 4 lanes and one workers_unknown finding: %s", out)
+	}
+	if !strings.Contains(d.WorkersUnknown, "permission") || strings.Contains(out+errs, "reader-pw") {
+		t.Errorf("workers_unknown should say why, without secrets: %q", d.WorkersUnknown)
+	}
+	if took > 3*time.Second {
+		t.Errorf("a forbidden bucket took %s: the guard should end it at once", took)
+	}
+}
+
+// TestInspectWords: words that match the facts (issue 12). A stream with
+// no lanes claims no health; a push consumer on a partition is not a
+// lane and gets no lane finding.
+func TestInspectWords(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PLAIN", Subjects: []string{"plain.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Publish(t, js, "plain.a", "plain.b")
+	code, out, _ := lanesRun("inspect", "-s", srv.URL(), "--stream", "PLAIN")
+	if code != 0 || !strings.Contains(out, "No lanes: no consumer of this stream carries lanes metadata") || strings.Contains(out, "healthy") {
+		t.Fatalf("a stream with no lanes (exit %d):\n%s", code, out)
+	}
+
+	p := natstest.Plan(t, "pushed", 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
+	natstest.CreateLanes(t, js, p)
+	if _, err := js.CreateOrUpdateConsumer(ctx, p.Stream.Name, jetstream.ConsumerConfig{Durable: "push", DeliverSubject: "nobody.listens",
+		FilterSubject: p.Lanes[1].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 2)...)
+	time.Sleep(400 * time.Millisecond) // older than the ack wait: no_workers on the lane itself
+	code, out, _ = lanesRun("inspect", "-s", srv.URL(), "--stream", p.Stream.Name, "-o", "json")
+	doc := decode(t, out)
+	if code != 0 || len(doc.Lanes) != 2 {
+		t.Fatalf("exit %d, lanes %+v", code, doc.Lanes)
+	}
+	for _, f := range doc.Findings {
+		if f.Lane == "push" && f.Code != "overlap" || f.Lane == "push" && !strings.Contains(f.Message, "push consumer push") {
+			t.Errorf("the push consumer got a lane finding: %+v", f)
+		}
 	}
 }

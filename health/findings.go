@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // serverDefaultMaxConsumers is nats-server's default cap on consumers per
@@ -29,7 +30,9 @@ func (j *judge) judgeLanes() {
 		j.order(l)
 		j.timings(l)
 		j.head(l)
-		j.idle(l)
+		if !j.instanceGone(l) { // one fact: nobody serves the lane
+			j.idle(l)
+		}
 		j.pause(l)
 		if p, ok := j.mismatched[l.Name]; ok {
 			j.add(Finding{Severity: Warning, Code: "metadata_mismatch", Lane: l.Name,
@@ -82,6 +85,7 @@ func (j *judge) head(l *Lane) {
 	}
 	head := headText(l)
 	d := l.HeadDeliveries
+	poison := false // a finding already says the head keeps failing
 	switch {
 	case l.MaxDeliver > 0 && d >= l.MaxDeliver:
 		j.add(Finding{Severity: Warning, Code: "max_deliver_reached", Lane: l.Name,
@@ -89,10 +93,12 @@ func (j *judge) head(l *Lane) {
 			Advice:  "let a worker pull to move the lane on; handle the message from the MAX_DELIVERIES advisory deliberately"})
 		return
 	case l.MaxDeliver > 0 && d >= 2 && d >= l.MaxDeliver-1:
+		poison = true
 		j.add(Finding{Severity: Critical, Code: "near_max_deliver", Lane: l.Name,
 			Message: fmt.Sprintf("lane %s: %s was delivered %d of %d times: one more failure and it is dropped, out of its key's order", l.Name, head, d, l.MaxDeliver),
 			Advice:  "fix the handler for this message (a poison message) or +TERM it deliberately; raise max deliver to buy time"})
 	case d >= 3:
+		poison = true
 		j.add(Finding{Severity: Warning, Code: "redelivered", Lane: l.Name,
 			Message: fmt.Sprintf("lane %s: %s was delivered %d times: the workers keep failing on it, and its lane waits (a poison message)", l.Name, head, d),
 			Advice:  "read the workers' errors for this message; fix it or +TERM it: the lane stays blocked until it is acked"})
@@ -101,15 +107,91 @@ func (j *judge) head(l *Lane) {
 			Message: fmt.Sprintf("lane %s has %d message(s) being redelivered", l.Name, l.Redelivered),
 			Advice:  "read the workers' errors: messages that fail repeatedly block their keys"})
 	}
-	if age, ok := l.AckAge(); ok && l.AckWait > 0 && age > l.AckWait {
-		msg := fmt.Sprintf("lane %s is stuck: %s has been out for %s, longer than the ack wait (%s)", l.Name, head, fmtDuration(age), fmtDuration(l.AckWait))
-		advice := "a worker holds it without acking: look for a hung handler; long work should send +WPI (in progress) to keep its claim"
-		if l.Waiting == 0 {
-			msg += ", and no worker is pulling"
-			advice = "the worker that took it has likely died: start a worker on this lane; the message is redelivered on its first pull"
-		}
-		j.add(Finding{Severity: Critical, Code: "stuck", Lane: l.Name, Message: msg, Advice: advice})
+	if age, ok := l.AckAge(); ok && l.AckWait > 0 && age > l.AckWait && !poison {
+		j.add(stuckFinding(l, head, age))
 	}
+}
+
+// stuckFinding: the head has been out longer than the ack wait with no
+// new delivery. What it means depends on the evidence, and the words say
+// only what the evidence shows: inspect cannot see in-progress acks
+// (+WPI) nor a nak's delay, only deliveries and pulls.
+func stuckFinding(l *Lane, head string, age time.Duration) Finding {
+	f := Finding{Severity: Critical, Code: "stuck", Lane: l.Name,
+		Message: fmt.Sprintf("lane %s is stuck: %s has been out for %s, longer than the ack wait (%s)", l.Name, head, fmtDuration(age), fmtDuration(l.AckWait))}
+	srv := l.Server
+	switch {
+	case l.HeadDeliveries >= 2 || l.HeadDeliveries == 0 && l.Redelivered > 0:
+		// Delivered before: a worker rejected it (a nak, with a delay or a
+		// backoff) or let its ack wait pass; it waits for its redelivery.
+		f.Severity = Warning
+		f.Message = fmt.Sprintf("lane %s waits: %s was delivered %s and is not acked; the last delivery was %s ago, longer than the ack wait (%s): a worker rejected it (nak) or its attempt timed out, and it waits for its redelivery (a nak's delay or the lane's backoff)",
+			l.Name, head, timesText(l.HeadDeliveries), fmtDuration(age), fmtDuration(l.AckWait))
+		f.Advice = "read the workers' errors for this message (lanes work logs each failure and its next retry); fix it or +TERM it, or let lanes work --on-poison park set it aside"
+	case srv != nil && srv.Gone:
+		f.Message += fmt.Sprintf(", and the instance that served the lane, %s, is gone", srv.Instance)
+		f.Advice = "the instance holding it died or was cut off: the message is redelivered after its ack wait to the instance that takes the lane; start lanes work if none runs"
+	case srv != nil:
+		f.Message += fmt.Sprintf("; the lane is served by live instance %s", srv.Instance)
+		f.Advice = "a long job keeps its message with in-progress acks (+WPI), which inspect cannot see; if it should be done, look for a hung handler on " + srv.Instance + " (--max-process-time bounds it)"
+	case l.Waiting > 0:
+		f.Advice = "a worker holds it without acking: look for a hung handler; long work should send +WPI (in progress) to keep its claim"
+	default:
+		f.Message += ", and no worker is pulling"
+		f.Advice = "the worker that took it has likely died (no pull waits, and no lanes work instance records the lane): start a worker on this lane; the message is redelivered on its first pull"
+	}
+	return f
+}
+
+func timesText(d int) string {
+	if d >= 2 {
+		return fmt.Sprintf("%d times", d)
+	}
+	return "more than once"
+}
+
+// takeOverGrace is how long the live instances of a design have to take
+// the lanes of one that died (the lease, 5s by default, is when they
+// see it; a rebalance is at once) before inspect reports the lanes as
+// unserved.
+const takeOverGrace = 10 * time.Second
+
+// instanceGone: the lanes work instance that served the lane is gone, and
+// no other took it. A lane whose instance stopped (SIGTERM, scaled to
+// zero) is intended; one whose lease expired is a death or a cut. It
+// returns whether it reported the lane.
+func (j *judge) instanceGone(l *Lane) bool {
+	srv := l.Server
+	if srv == nil || !srv.Gone || !srv.Expired && !srv.GoneAt.IsZero() {
+		return false
+	}
+	var live []string
+	if w := j.report.WorkersOf(l.Design); w != nil {
+		for _, m := range w.Live {
+			live = append(live, m.Name)
+		}
+	}
+	when := "is no longer a member (gone more than an hour ago)"
+	if !srv.GoneAt.IsZero() {
+		ago := nonNegative(l.At.Sub(srv.GoneAt))
+		if len(live) > 0 && ago < takeOverGrace {
+			return false // the others are taking the lane over
+		}
+		when = fmt.Sprintf("lost its lease %s ago (it died or is cut off from NATS)", fmtDuration(ago))
+	}
+	f := Finding{Severity: Warning, Code: "instance_gone", Lane: l.Name,
+		Message: fmt.Sprintf("lane %s was served by lanes work instance %s, which %s, and no live instance has taken it", l.Name, srv.Instance, when)}
+	if l.Backlog > 0 {
+		f.Severity = Critical
+		f.Message += fmt.Sprintf(": %d message(s) wait", l.Backlog)
+	}
+	if len(live) > 0 {
+		f.Advice = fmt.Sprintf("live instances of design %s (%s) have not taken it: read their logs (a lane they refuse is logged) and check their connection", l.Design, strings.Join(live, ", "))
+	} else {
+		f.Advice = fmt.Sprintf("no instance of design %s is alive: start lanes work (it takes the lane at once), and find out why %s stopped renewing (killed, host down, network cut)", l.Design, srv.Instance)
+	}
+	j.add(f)
+	return true
 }
 
 func headText(l *Lane) string {
@@ -173,6 +255,7 @@ func (j *judge) judgeStream(info *jetstream.StreamInfo, layouts []*layout, cover
 	j.maxConsumers(info, gaps)
 	j.placementFindings(info)
 	j.drift(layouts)
+	j.workerFindings()
 	if j.headsTimedOut > 0 {
 		j.add(Finding{Severity: Info, Code: "heads_timeout",
 			Message: fmt.Sprintf("the head message of %d lane(s) could not be read in time: their lag age is unknown", j.headsTimedOut),
@@ -303,7 +386,7 @@ func (j *judge) tagGaps() int {
 
 func gapFinding(what string, missing, n int) Finding {
 	return Finding{Severity: Critical, Code: "gap",
-		Message: fmt.Sprintf("%s have no lane (%d of %d): their messages are stored but never delivered", what, missing, n),
+		Message: fmt.Sprintf("%s have no lane (%d of %d): their messages are stored and no lane delivers them", what, missing, n),
 		Advice:  "create the missing lanes: lanes apply -f <design file>"}
 }
 
@@ -449,4 +532,30 @@ func (j *judge) drift(layouts []*layout) {
 	j.add(Finding{Severity: Warning, Code: "mapping_drift",
 		Message: fmt.Sprintf("the stream maps %s -> %s, the design %s -> %s", stream.Source, stream.Destination, design.Source, design.Destination),
 		Advice:  "lanes apply -f <design file> --dry-run shows the change; mid-repartition this is expected until it completes"})
+}
+
+// workerFindings: what the membership bucket says beyond single lanes:
+// messages parked on a dead-letter subject, and a bucket that could not
+// be read.
+func (j *judge) workerFindings() {
+	r := j.report
+	if r.WorkersUnknown != "" {
+		j.add(Finding{Severity: Info, Code: "workers_unknown",
+			Message: fmt.Sprintf("who serves the lanes is unknown: lanes work's membership bucket %s could not be read: %s", work.Bucket, r.WorkersUnknown),
+			Advice:  fmt.Sprintf("give the user read access to the KV bucket %s (stream KV_%s), or raise --timeout; the lanes' own figures are complete", work.Bucket, work.Bucket)})
+	}
+	for _, w := range r.Workers {
+		for _, p := range w.Parked {
+			switch {
+			case p.Err == "" && p.Stream == "":
+				j.add(Finding{Severity: Warning, Code: "dead_letter_unstored",
+					Message: fmt.Sprintf("design %s's workers park poison messages on %s, but no stream stores that subject: a park fails, and the message blocks its lane", w.Design, p.Subject),
+					Advice:  fmt.Sprintf("create a stream for it (e.g. nats stream add DLQ --subjects '%s'), or run lanes work without --dead-letter", p.Subject)})
+			case p.Count > 0:
+				j.add(Finding{Severity: Info, Code: "parked",
+					Message: fmt.Sprintf("%d message(s) of design %s are parked on %s (stream %s): lanes work set them aside after they failed (--on-poison park), and their keys moved on without them", p.Count, w.Design, p.Subject, p.Stream),
+					Advice:  fmt.Sprintf("look at them (nats stream view %s --subject %s; the Lanes-Parked-* headers say where each came from and why), then replay or discard them deliberately", p.Stream, p.Subject)})
+			}
+		}
+	}
 }

@@ -1,7 +1,7 @@
 // Package health reads the lanes of a stream and judges them, in two
-// steps. Read does the I/O: one stream info, one paged CONSUMER.LIST pass
-// and a bounded number of message lookups become a Snapshot, the server's
-// answers as they came. Judge is pure: a Snapshot becomes a Report, with
+// steps. Read does the I/O: one stream info, one paged CONSUMER.LIST pass,
+// a bounded number of message lookups and lanes work's membership bucket
+// become a Snapshot, the server's answers as they came. Judge is pure: a Snapshot becomes a Report, with
 // per-lane figures, a summary, and Findings (a fault, its severity and one
 // line of advice). Inspect is the two together. health formats nothing and
 // knows nothing of flags: inspect renders a Report, simulate --live reads
@@ -109,6 +109,10 @@ type Lane struct {
 	PauseRemaining    time.Duration
 	Held              string // lanes.held metadata, e.g. "repartition"
 	Leader            string // cluster leader of the lane
+	// Server is the lanes work instance serving the lane, as its
+	// membership bucket says; nil when no instance ever recorded it (or
+	// the bucket could not be read: Report.WorkersUnknown).
+	Server *Server
 
 	// Rates per second between two reports (watch mode); see Rates.
 	DeliveredRate float64
@@ -208,6 +212,11 @@ type Report struct {
 	// Places is where Options.Key goes, when it was asked: the report then
 	// has only the lanes that hold it.
 	Places []KeyPlace
+	// Workers are the lanes work instances of each design of the lanes,
+	// with what they parked; WorkersUnknown says why the membership could
+	// not be read (who serves the lanes is then unknown).
+	Workers        []Workers
+	WorkersUnknown string
 }
 
 // Lane returns the named lane, or nil.

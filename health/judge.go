@@ -32,6 +32,7 @@ func Judge(s *Snapshot, o Options) *Report {
 			l.Head = &Head{Seq: m.Seq, Subject: m.Subject, Time: m.Time, Key: storedKey(layouts, m.Subject)}
 		}
 	}
+	j.attachWorkers(s)
 	j.placement = j.placementOf(s, o, layouts)
 	j.judgeLanes()
 	j.judgeStream(s.Info, layouts, cover)

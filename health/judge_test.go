@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // The judge's tests build snapshots by hand, as Read would get them from a
@@ -121,6 +122,38 @@ func (b *build) out(i, deliveries int, ago time.Duration) {
 	if deliveries > 1 {
 		ci.NumRedelivered = 1
 	}
+}
+
+// serving is what the membership bucket says about the plan's design
+// (empty until edited: no worker ever ran).
+func (b *build) serving() *work.Serving {
+	if b.s.Serving == nil {
+		b.s.Serving = map[string]*work.Serving{}
+	}
+	d := b.p.Design.Name
+	if b.s.Serving[d] == nil {
+		b.s.Serving[d] = &work.Serving{Lanes: map[string]work.LaneServer{}}
+	}
+	return b.s.Serving[d]
+}
+
+// served records lane i as served by instance since ago; a gone instance
+// left (or lost its lease, expired) goneAgo before the snapshot.
+func (b *build) served(i int, instance string, ago time.Duration, gone, expired bool, goneAgo time.Duration) {
+	sv := b.serving()
+	sv.Lanes[b.p.Lanes[i].Name] = work.LaneServer{Instance: instance, Since: at.Add(-ago), Gone: gone}
+	m := work.Member{Instance: instance, Started: at.Add(-ago), Renewed: at.Add(-time.Second)}
+	for _, have := range append(sv.Members, sv.Gone...) {
+		if have.Instance == instance {
+			return
+		}
+	}
+	if gone {
+		m.Renewed, m.Expired = at.Add(-goneAgo), expired
+		sv.Gone = append(sv.Gone, m)
+		return
+	}
+	sv.Members = append(sv.Members, m)
 }
 
 func (b *build) judge(edit ...func(*health.Options)) *health.Report {
@@ -493,6 +526,106 @@ func TestJudgeFindings(t *testing.T) {
 			plan: func(t *testing.T) *planner.Plan { return plan(t, "alpha", 2) },
 			opts: func(o *health.Options) { o.Design = "beta" },
 			want: []string{"critical no_lanes"},
+		},
+		{
+			name: "instance_gone: the serving instance's lease expired, nobody took the lane, messages wait",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "dead", 2) },
+			snap: func(b *build) {
+				b.backlog(1, 3, time.Hour) // would be no_workers too: one finding says it
+				b.served(0, "one", time.Hour, true, true, time.Minute)
+				b.served(1, "one", time.Hour, true, true, time.Minute)
+			},
+			want:     []string{"critical instance_gone dead-n2-01", "warning instance_gone dead-n2-00"},
+			contains: []string{"served by lanes work instance one, which lost its lease 1m0s ago", "3 message(s) wait"},
+		},
+		{
+			name: "instance_gone: live instances did not take the lane",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "partial", 2) },
+			snap: func(b *build) {
+				b.served(0, "two", time.Hour, false, false, 0)
+				b.served(1, "one", time.Hour, true, true, time.Minute)
+			},
+			want: []string{"warning instance_gone partial-n2-01"},
+		},
+		{
+			name: "no instance_gone while live instances take the lane over (within the grace)",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "moving", 2) },
+			snap: func(b *build) {
+				b.served(0, "two", time.Hour, false, false, 0)
+				b.served(1, "one", time.Hour, true, true, 2*time.Second)
+			},
+		},
+		{
+			name: "an instance that stopped (not died) is intended: a waiting backlog is no_workers",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "stopped", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+			},
+			snap: func(b *build) {
+				b.backlog(1, 2, time.Minute)
+				b.served(1, "one", time.Hour, true, false, time.Minute)
+			},
+			want: []string{"warning no_workers stopped-n2-01"},
+		},
+		{
+			name: "a lane nobody ever served says only what it said before (no_workers)",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "never", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+			},
+			snap: func(b *build) { b.backlog(0, 2, time.Minute); b.serving() },
+			want: []string{"warning no_workers never-n2-00"},
+		},
+		{
+			name:     "workers_unknown: the membership bucket could not be read",
+			plan:     func(t *testing.T) *planner.Plan { return plan(t, "noperm", 2) },
+			snap:     func(b *build) { b.s.WorkersFailed = "permission denied" },
+			want:     []string{"info workers_unknown"},
+			contains: []string{"who serves the lanes is unknown", "permission denied"},
+		},
+		{
+			name: "parked messages are counted (an explicit choice: info); an unstored dead-letter subject is a warning",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "parking", 2) },
+			snap: func(b *build) {
+				sv := b.serving()
+				sv.Members = []work.Member{{Instance: "one", DeadLetter: "dlq.parking"}}
+				sv.Lanes[b.p.Lanes[0].Name] = work.LaneServer{Instance: "one", DeadLetter: "dlq.lost"} // a record outlives its writer
+				b.s.Parked = map[string]health.Parked{"dlq.parking": {Subject: "dlq.parking", Stream: "DLQ", Count: 3}, "dlq.lost": {Subject: "dlq.lost"}}
+			},
+			want:     []string{"warning dead_letter_unstored", "info parked"},
+			contains: []string{"park poison messages on dlq.lost, but no stream stores that subject"},
+		},
+		{
+			name: "a push consumer on a partition is not a lane: no lane findings, an overlap",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "pushed", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+			},
+			snap: func(b *build) {
+				ci := b.add(jetstream.ConsumerConfig{Durable: "push", DeliverSubject: "deliver.here", FilterSubject: b.p.Lanes[1].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1})
+				ci.NumPending = 5
+			},
+			want:     []string{"critical overlap push"},
+			contains: []string{"push consumer push (filter"},
+		},
+		{
+			name: "stuck on a head delivered twice: rejected (nak) and waiting for its redelivery, not a dead worker",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "naked", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+			},
+			snap:     func(b *build) { b.backlog(0, 2, time.Minute); b.out(0, 2, 5*time.Second) },
+			want:     []string{"warning stuck naked-n2-00"},
+			contains: []string{"was delivered 2 times and is not acked", "a worker rejected it (nak)"},
+		},
+		{
+			name: "stuck on a lane a live instance serves: a long job or a hung handler, not a death",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "longjob", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+			},
+			snap: func(b *build) {
+				b.backlog(0, 1, time.Minute)
+				b.out(0, 1, 5*time.Second)
+				b.served(0, "one", time.Hour, false, false, 0)
+			},
+			want:     []string{"critical stuck longjob-n2-00"},
+			contains: []string{"served by live instance one"},
 		},
 		{
 			name: "unusable_mapping: a partition count beyond the bound is reported, not looped over",

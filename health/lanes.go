@@ -187,7 +187,10 @@ func (j *judge) laneOf(ci *jetstream.ConsumerInfo, layouts []*layout) (Lane, *la
 		}
 		return newLane(ci, filter, tag.Design, tag.Partition, tag.Partitions, true), home, true
 	}
-	if !single {
+	// A push consumer is not a lane (lanes are pull consumers: lanes work
+	// pulls, lanes apply creates pull consumers), whatever its filter: it
+	// is judged as a consumer that receives lane partitions.
+	if !single || ci.Config.DeliverSubject != "" {
 		return Lane{}, nil, false
 	}
 	for _, l := range layouts {
@@ -338,9 +341,13 @@ func alsoCovers(ci *jetstream.ConsumerInfo, layouts []*layout) (Finding, bool) {
 		total += l.Partitions
 	}
 	filter := strings.Join(filtersOf(ci.Config), ",")
+	kind := "consumer"
+	if ci.Config.DeliverSubject != "" {
+		kind = "push consumer"
+	}
 	if len(covered) == total {
 		return Finding{Severity: Info, Code: "catch_all", Lane: ci.Name,
-			Message: fmt.Sprintf("consumer %s (filter %s) receives the messages of every lane", ci.Name, filter),
+			Message: fmt.Sprintf("%s %s (filter %s) receives the messages of every lane", kind, ci.Name, filter),
 			Advice:  "fine for an archive or audit consumer; if workers process from it, keys are handled twice and out of lane order"}, true
 	}
 	var parts []int
@@ -348,8 +355,8 @@ func alsoCovers(ci *jetstream.ConsumerInfo, layouts []*layout) (Finding, bool) {
 		parts = append(parts, lp.p)
 	}
 	return Finding{Severity: Critical, Code: "overlap", Lane: ci.Name,
-		Message: fmt.Sprintf("consumer %s (filter %s) also receives the messages of partition(s) %s: a partition's messages must go through its lane only", ci.Name, filter, ranges(parts)),
-		Advice:  "delete this consumer or narrow its filter; give each partition one lane (a durable with one filter)"}, true
+		Message: fmt.Sprintf("%s %s (filter %s) also receives the messages of partition(s) %s: a partition's messages must go through its lane only", kind, ci.Name, filter, ranges(parts)),
+		Advice:  "delete this consumer or narrow its filter; give each partition one lane (a pull consumer with one filter and max ack pending 1)"}, true
 }
 
 // collide reports whether two subject filters can match a common subject.

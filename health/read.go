@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // Options say which stream and lanes to read, how much to look at, and
@@ -73,8 +74,15 @@ type Snapshot struct {
 	// did not arrive.
 	Subjects       map[string]uint64
 	SubjectsFailed string
-	Requests       int       // API requests the read took
-	Time           time.Time // when the read finished (client clock)
+	// Serving is what lanes work's membership bucket says, by design (a
+	// design with no workers ever has an empty one); WorkersFailed says
+	// why it could not be read, and who serves the lanes is then unknown.
+	Serving       map[string]*work.Serving
+	WorkersFailed string
+	// Parked counts the messages on each dead-letter subject the workers name.
+	Parked   map[string]Parked
+	Requests int       // API requests the read took (the membership's are not counted)
+	Time     time.Time // when the read finished (client clock)
 }
 
 // Inspect reads the stream's lanes and judges them: Judge(Read(...)),
@@ -94,15 +102,33 @@ func Inspect(ctx context.Context, c *connect.Conn, o Options) (*Report, error) {
 // Read reads the stream and its lanes. Requests: one stream info, the
 // CONSUMER.LIST pages (256 lanes each), one message lookup per lane with
 // a backlog (at most Concurrency at once), and the subject list when the
-// placement check runs. The whole read has one deadline, the connection's
-// timeout: in a cluster, lanes whose leader does not answer in time are
-// named, not waited for.
+// placement check runs; then lanes work's membership bucket for the
+// designs of the lanes (who serves each lane, what was parked). The whole
+// read has one deadline, the connection's timeout: in a cluster, lanes
+// whose leader does not answer in time are named, not waited for, and a
+// bucket that does not answer is left unknown.
 func Read(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	if o.Stream == "" {
 		return nil, errors.New("no stream given")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	s, err := readLanes(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	// Who serves the lanes comes last, with what is left of the deadline
+	// and under its own permission guard: a bucket the user may not read,
+	// or one that does not answer, leaves it unknown, not the report.
+	w := readWorkers(ctx, c, o.Stream, designsOf(s, o))
+	s.Serving, s.Parked, s.WorkersFailed = w.serving, w.parked, w.failed
+	s.Time = time.Now()
+	return s, nil
+}
+
+// readLanes reads the stream, its consumers, the head messages and the
+// subject list, under one permission guard.
+func readLanes(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	rd := &reader{c: c, api: jsapi.New(c), o: o}
 	ctx, release := rd.api.Guard(ctx) // one permission guard for every request
 	defer release()
@@ -138,7 +164,6 @@ func Read(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, error) {
 	}
 	g.Wait()
 	s.Requests = int(rd.api.Requests())
-	s.Time = time.Now()
 	return s, nil
 }
 

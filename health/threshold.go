@@ -163,14 +163,16 @@ func Check(r *Report, ts []Threshold) []Breach {
 	return out
 }
 
+// check says whether the report crosses the threshold and, if so, which
+// lane (or consumer, or the stream) crossed it with what value.
 func (t Threshold) check(r *Report) (string, bool) {
+	if t.metric.kind == severity {
+		return t.checkSeverity(r)
+	}
 	if t.metric.lane == nil {
 		for _, v := range t.metric.all(r) {
 			if t.holds(v) {
-				if t.metric.kind == severity {
-					return "there is " + t.describe(v), true
-				}
-				return t.metric.name + " is " + t.describe(v), true
+				return t.metric.name + " is " + t.describe(v) + streamDetail(t.metric.name, r), true
 			}
 		}
 		return "", false
@@ -192,11 +194,90 @@ func (t Threshold) check(r *Report) (string, bool) {
 		return "", false
 	}
 	sort.SliceStable(hits, func(a, b int) bool { return hits[a].v > hits[b].v })
-	detail := fmt.Sprintf("lane %s is at %s", hits[0].lane, t.describe(hits[0].v))
+	detail := fmt.Sprintf("lane %s has %s %s", hits[0].lane, t.metric.name, t.describe(hits[0].v))
 	if len(hits) > 1 {
 		detail += fmt.Sprintf(" (and %d more lane(s))", len(hits)-1)
 	}
 	return detail, true
+}
+
+// checkSeverity names the worst finding that satisfies the threshold.
+func (t Threshold) checkSeverity(r *Report) (string, bool) {
+	var hits []Finding
+	for _, f := range r.Findings {
+		if t.holds(float64(f.Severity)) {
+			hits = append(hits, f)
+		}
+	}
+	if len(hits) == 0 {
+		return "", false
+	}
+	sort.SliceStable(hits, func(a, b int) bool { return hits[a].Severity > hits[b].Severity })
+	detail := findingText(r, hits[0])
+	if len(hits) > 1 {
+		detail += fmt.Sprintf(" (and %d more finding(s))", len(hits)-1)
+	}
+	return detail, true
+}
+
+// findingText: "lane X has a critical finding (stuck)".
+func findingText(r *Report, f Finding) string {
+	who := "the stream"
+	if r.Stream != "" {
+		who = "stream " + r.Stream
+	}
+	switch {
+	case f.Lane != "" && r.Lane(f.Lane) != nil:
+		who = "lane " + f.Lane
+	case f.Lane != "":
+		who = "consumer " + f.Lane
+	}
+	article := "a"
+	if f.Severity == Info {
+		article = "an"
+	}
+	return fmt.Sprintf("%s has %s %s finding (%s)", who, article, f.Severity, f.Code)
+}
+
+// streamDetail names the lane behind a stream-wide figure.
+func streamDetail(metric string, r *Report) string {
+	m := r.Summary
+	switch metric {
+	case "total_backlog", "skew":
+		if m.Hottest == "" {
+			return ""
+		}
+		if metric == "skew" {
+			return fmt.Sprintf(" (lane %s: backlog %d, mean %.1f)", m.Hottest, m.MaxBacklog, m.MeanBacklog)
+		}
+		return fmt.Sprintf(" (most on lane %s: %d)", m.Hottest, m.MaxBacklog)
+	case "unavailable":
+		var names []string
+		for _, l := range r.Lanes {
+			if l.State != StateOK {
+				names = append(names, l.Name)
+			}
+		}
+		if len(names) == 0 {
+			return ""
+		}
+		if len(names) > 3 {
+			names = append(names[:3], fmt.Sprintf("and %d more", len(names)-3))
+		}
+		return " (lane " + strings.Join(names, ", ") + ")"
+	case "findings":
+		if len(r.Findings) == 0 {
+			return ""
+		}
+		worst := r.Findings[0]
+		for _, f := range r.Findings {
+			if f.Severity > worst.Severity {
+				worst = f
+			}
+		}
+		return " (the worst: " + findingText(r, worst) + ")"
+	}
+	return ""
 }
 
 func (t Threshold) describe(v float64) string {

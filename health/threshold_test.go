@@ -61,7 +61,7 @@ func TestCheckThresholds(t *testing.T) {
 		{Name: "b", State: StateOK, Backlog: 50, AckPending: 1, LastDelivery: at.Add(-3 * time.Minute), At: at,
 			Head: &Head{Time: at.Add(-10 * time.Minute)}},
 		{Name: "c", State: StateMissing, Backlog: 500},
-	}, Findings: []Finding{{Severity: Warning}}}
+	}, Findings: []Finding{{Severity: Warning, Code: "no_workers", Lane: "a"}, {Severity: Info, Code: "catch_all", Lane: "audit"}, {Severity: Info, Code: "retired"}}}
 	r.Summarize()
 	parse := func(exprs ...string) []Threshold {
 		var out []Threshold
@@ -74,18 +74,22 @@ func TestCheckThresholds(t *testing.T) {
 		}
 		return out
 	}
+	// Every line names the lane and the value that crossed (docs/inspect.md).
 	cases := map[string]string{
-		"backlog>10":         "lane b is at 50",
-		"backlog>1":          "lane b is at 50 (and 1 more lane(s))",
+		"backlog>10":         "lane b has backlog 50",
+		"backlog>1":          "lane b has backlog 50 (and 1 more lane(s))",
 		"backlog>100":        "", // the missing lane has no figures
-		"ack_age>2m":         "lane b is at 3m0s",
+		"ack_age>2m":         "lane b has ack_age 3m0s",
 		"ack_age>5m":         "",
-		"lag>9m":             "lane b is at 10m0s",
-		"severity>=warning":  "there is a warning finding",
+		"lag>9m":             "lane b has lag 10m0s",
+		"severity>=warning":  "lane a has a warning finding (no_workers)",
+		"severity>=info":     "lane a has a warning finding (no_workers) (and 2 more finding(s))",
+		"severity<warning":   "consumer audit has an info finding (catch_all) (and 1 more finding(s))",
 		"severity>=critical": "",
-		"unavailable>0":      "unavailable is 1",
-		"total_backlog>54":   "total_backlog is 55",
-		"skew>1.5":           "skew is 1.82",
+		"unavailable>0":      "unavailable is 1 (lane c)",
+		"total_backlog>54":   "total_backlog is 55 (most on lane b: 50)",
+		"skew>1.5":           "skew is 1.82 (lane b: backlog 50, mean 27.5)",
+		"findings>=3":        "findings is 3 (the worst: lane a has a warning finding (no_workers))",
 	}
 	for expr, want := range cases {
 		b := Check(r, parse(expr))

@@ -103,7 +103,8 @@ func (r *Report) ForKey(subject string) (*Report, error) {
 	return out, nil
 }
 
-// Locate answers "which lane holds this key" for a published subject, under
+// Locate answers "which lane holds this key" for a published subject (or a
+// bare key, when the mapping source has one '*'), under
 // every layout the report knows (two during a repartition: old messages
 // drain from the old lane while new ones wait in the new one). An error (a
 // *KeyError) says that the subject matches no layout.
@@ -116,6 +117,10 @@ func (r *Report) Locate(subject string) ([]KeyPlace, error) {
 			continue
 		}
 		sources = append(sources, lay.Source)
+		subject := subject
+		if parsed.IsBareKey([]byte(subject)) { // alice for msgs.received_from.*, as plan --key takes it
+			subject = string(parsed.AppendBareKey(nil, []byte(subject)))
+		}
 		p, ok := parsed.PartitionOf([]byte(subject))
 		if !ok {
 			continue

@@ -78,8 +78,9 @@ func (a *Assigner) Place(lineNo int, line []byte) (Parsed, bool, error) {
 		count = n
 	}
 	l := a.plan.Layout
-	if len(l.wildPos) == 1 && bytes.IndexByte(subject, '.') < 0 && len(l.srcTokens) > 1 {
-		subject = a.expandBareKey(subject)
+	if l.IsBareKey(subject) {
+		a.scratch = l.AppendBareKey(a.scratch[:0], subject)
+		subject = a.scratch
 	}
 	var wild [maxWildcards]span
 	if !l.matchSource(subject, &wild) {
@@ -98,21 +99,6 @@ func indexSpace(b []byte) int {
 		}
 	}
 	return -1
-}
-
-func (a *Assigner) expandBareKey(key []byte) []byte {
-	a.scratch = a.scratch[:0]
-	for i, t := range a.plan.Layout.srcTokens {
-		if i > 0 {
-			a.scratch = append(a.scratch, '.')
-		}
-		if t == "*" {
-			a.scratch = append(a.scratch, key...)
-		} else {
-			a.scratch = append(a.scratch, t...)
-		}
-	}
-	return a.scratch
 }
 
 func (a *Assigner) appendKey(subject []byte, wild *[maxWildcards]span) []byte {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -290,6 +291,29 @@ func (l *Layout) PartitionOf(subject []byte) (int, bool) {
 		return 0, false
 	}
 	return l.hashKey(subject, &wild), true
+}
+
+// IsBareKey reports whether s is a bare key rather than a subject: the
+// source has one '*' among several tokens and s has no '.' (alice for
+// msgs.received_from.*). plan --key, --keys and inspect --key accept one.
+func (l *Layout) IsBareKey(s []byte) bool {
+	return len(l.wildPos) == 1 && len(l.srcTokens) > 1 && bytes.IndexByte(s, '.') < 0
+}
+
+// AppendBareKey appends the subject a bare key stands for: the source with
+// its '*' replaced by key.
+func (l *Layout) AppendBareKey(dst, key []byte) []byte {
+	for i, t := range l.srcTokens {
+		if i > 0 {
+			dst = append(dst, '.')
+		}
+		if t == "*" {
+			dst = append(dst, key...)
+		} else {
+			dst = append(dst, t...)
+		}
+	}
+	return dst
 }
 
 // hashKey hashes the key tokens in argument order, concatenated with no

@@ -17,15 +17,29 @@ func InspectTable(w io.Writer, s Styles, r *health.Report) error {
 	inspectHeading(w, s, r)
 	fmt.Fprintln(w)
 	if len(r.Lanes) == 0 {
-		fmt.Fprintln(w, s.Warn.Render("No lanes."))
+		fmt.Fprintln(w, s.Warn.Render("No lanes: "+noLanesText(r)))
 	} else if err := laneTable(w, s, r); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	inspectSummary(w, s, r)
 	fmt.Fprintln(w)
-	Findings(w, s, r.Findings)
+	if len(r.Lanes) == 0 && len(r.Findings) == 0 {
+		fmt.Fprintln(w, "No findings: with no lanes there was nothing to judge.")
+		return nil
+	}
+	findings(w, s, r)
 	return nil
+}
+
+// noLanesText says what inspect looked for, so "no lanes" is not taken
+// for "healthy".
+func noLanesText(r *health.Report) string {
+	what := "no consumer of this stream carries lanes metadata (lanes.design)"
+	if len(r.Layouts) == 0 {
+		return what + ", and the stream has no partition mapping inspect can read (give the design with -f to judge it)."
+	}
+	return what + " or filters exactly one partition of its mapping."
 }
 
 func inspectHeading(w io.Writer, s Styles, r *health.Report) {
@@ -88,6 +102,7 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 		{"DELIV/S", ok(func(l health.Lane) string { return rateText(l.DeliveredRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"ACK/S", ok(func(l health.Lane) string { return rateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"PINNED", ok(pinnedText), anyLane(func(l health.Lane) bool { return l.PinnedTTL > 0 })},
+		{"SERVED BY", func(l health.Lane) string { return servedText(s, l) }, anyLane(func(l health.Lane) bool { return l.Server != nil })},
 		{"LEADER", func(l health.Lane) string { return dash(clean(l.Leader)) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
 		{"STATE", func(l health.Lane) string { return stateText(s, l) }, always},
 		{"BACKLOG", ok(func(l health.Lane) string { return num(l.Backlog) }), always},
@@ -147,6 +162,24 @@ func pinnedText(l health.Lane) string {
 		return fmt.Sprintf("%s (%s)", id, shortDuration(d))
 	}
 	return id
+}
+
+// servedText is the lanes work instance serving the lane and for how
+// long: "one (3m12s)", or "one gone" when that instance is no longer a
+// member and nobody took the lane.
+func servedText(s Styles, l health.Lane) string {
+	srv := l.Server
+	if srv == nil {
+		return "-"
+	}
+	name := clean(srv.Instance)
+	if srv.Gone {
+		return s.Bad.Render(name + " gone")
+	}
+	if d, ok := sinceTime(l.At, srv.Since); ok {
+		return fmt.Sprintf("%s (%s)", name, shortDuration(d))
+	}
+	return name
 }
 
 func sinceTime(at, t time.Time) (time.Duration, bool) {
@@ -222,21 +255,84 @@ func inspectSummary(w io.Writer, s Styles, r *health.Report) {
 		}
 		backlog += fmt.Sprintf(", max %d (%s), max/mean %s", m.MaxBacklog, m.Hottest, ratio)
 	}
-	s.kv(w, [][2]string{
-		{"lanes", lanes},
-		{"backlog", backlog},
-		{"findings", fmt.Sprintf("%d critical, %d warning, %d info", m.Critical, m.Warnings, m.Infos)},
-	})
+	pairs := [][2]string{{"lanes", lanes}, {"backlog", backlog}}
+	if r.WorkersUnknown != "" {
+		pairs = append(pairs, [2]string{"workers", s.Warn.Render("unknown (the membership bucket could not be read)")})
+	}
+	for _, wk := range r.Workers {
+		if len(wk.Live)+len(wk.Gone)+len(wk.Parked) == 0 {
+			continue // no worker ever ran (or none for an hour): nothing to say
+		}
+		pairs = append(pairs, [2]string{"workers", workersText(r, wk)})
+		for _, p := range wk.Parked {
+			pairs = append(pairs, [2]string{"parked", parkedText(wk.Design, p)})
+		}
+	}
+	pairs = append(pairs, [2]string{"findings", fmt.Sprintf("%d critical, %d warning, %d info", m.Critical, m.Warnings, m.Infos)})
+	s.kv(w, pairs)
+}
+
+// workersText: "orders: 2 live (one, two); gone in the last hour: three (lease expired 2m0s ago)".
+func workersText(r *health.Report, wk health.Workers) string {
+	names := func(is []health.Instance) string {
+		out := make([]string, 0, min(len(is), 4))
+		for i, in := range is {
+			if i == 3 {
+				out = append(out, fmt.Sprintf("%d more", len(is)-3))
+				break
+			}
+			out = append(out, clean(in.Name))
+		}
+		return strings.Join(out, ", ")
+	}
+	text := fmt.Sprintf("%s: %d live", clean(wk.Design), len(wk.Live))
+	if len(wk.Live) > 0 {
+		text += " (" + names(wk.Live) + ")"
+	}
+	if len(wk.Gone) == 0 {
+		return text
+	}
+	text += "; gone in the last hour: "
+	for i, g := range wk.Gone {
+		if i == 3 {
+			return text + fmt.Sprintf(", %d more", len(wk.Gone)-3)
+		}
+		if i > 0 {
+			text += ", "
+		}
+		how := "stopped"
+		if g.Expired {
+			how = "lease expired"
+		}
+		if d, ok := sinceTime(r.Time, g.Renewed); ok {
+			how += " " + shortDuration(d) + " ago"
+		}
+		text += fmt.Sprintf("%s (%s)", clean(g.Name), how)
+	}
+	return text
+}
+
+// parkedText: "orders: 3 on dlq.orders (stream DLQ)".
+func parkedText(design string, p health.Parked) string {
+	head := fmt.Sprintf("%s: ", clean(design))
+	switch {
+	case p.Err != "":
+		return head + fmt.Sprintf("unknown on %s (%s)", clean(p.Subject), planner.Printable(p.Err, maxFinding))
+	case p.Stream == "":
+		return head + fmt.Sprintf("%s is stored by no stream", clean(p.Subject))
+	}
+	return head + fmt.Sprintf("%d on %s (stream %s)", p.Count, clean(p.Subject), clean(p.Stream))
 }
 
 // findingsPerCode bounds the table's findings of one code: with 1,024
 // lanes without workers, five lines say it; JSON lists every one.
 const findingsPerCode = 5
 
-// Findings prints findings under a heading, each with its advice.
-func Findings(w io.Writer, s Styles, fs []health.Finding) {
+// findings prints the report's findings under a heading, each with its advice.
+func findings(w io.Writer, s Styles, r *health.Report) {
+	fs := r.Findings
 	if len(fs) == 0 {
-		fmt.Fprintln(w, s.Good.Render("No findings: the lanes look healthy."))
+		fmt.Fprintln(w, s.Good.Render(fmt.Sprintf("No findings: the %d lane(s) look healthy.", r.Summary.Lanes)))
 		return
 	}
 	fmt.Fprintln(w, s.Heading.Render("Findings"))

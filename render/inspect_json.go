@@ -27,6 +27,8 @@ type inspectDoc struct {
 	Key             []keyDoc     `json:"key,omitempty"`
 	Lanes           []laneJSON   `json:"lanes"`
 	Summary         summaryDoc   `json:"summary"`
+	Workers         []workersDoc `json:"workers,omitempty"`
+	WorkersUnknown  string       `json:"workers_unknown,omitempty"`
 	Findings        []findingDoc `json:"findings"`
 	Requests        int          `json:"requests"`
 	IntervalSeconds float64      `json:"interval_seconds,omitempty"`
@@ -88,6 +90,9 @@ type laneJSON struct {
 	PauseRemainingSeconds float64    `json:"pause_remaining_seconds,omitempty"`
 	Held                  string     `json:"held,omitempty"`
 	Leader                string     `json:"leader,omitempty"`
+	ServedBy              string     `json:"served_by,omitempty"`
+	ServedSince           *time.Time `json:"served_since,omitempty"`
+	ServedByGone          bool       `json:"served_by_gone,omitempty"`
 	DeliveredPerSecond    *float64   `json:"delivered_per_second,omitempty"`
 	AckedPerSecond        *float64   `json:"acked_per_second,omitempty"`
 }
@@ -112,6 +117,34 @@ type summaryDoc struct {
 	Critical     int     `json:"critical"`
 	Warnings     int     `json:"warnings"`
 	Infos        int     `json:"infos"`
+}
+
+// workersDoc is one design's lanes work instances, from the membership bucket.
+type workersDoc struct {
+	Design string        `json:"design"`
+	Live   []instanceDoc `json:"live"`
+	Gone   []instanceDoc `json:"gone"`
+	Parked []parkedDoc   `json:"parked"`
+}
+
+type instanceDoc struct {
+	Instance   string     `json:"instance"`
+	Host       string     `json:"host,omitempty"`
+	PID        int        `json:"pid,omitempty"`
+	Started    *time.Time `json:"started,omitempty"`
+	DeadLetter string     `json:"dead_letter,omitempty"`
+	// Renewed is the last lease renewal of a live instance; GoneAt when a
+	// gone one left or its lease expired (LeaseExpired).
+	Renewed      *time.Time `json:"renewed,omitempty"`
+	GoneAt       *time.Time `json:"gone_at,omitempty"`
+	LeaseExpired bool       `json:"lease_expired,omitempty"`
+}
+
+type parkedDoc struct {
+	Subject string `json:"subject"`
+	Stream  string `json:"stream,omitempty"` // empty: no stream stores the subject
+	Count   uint64 `json:"count"`
+	Error   string `json:"error,omitempty"`
 }
 
 type findingDoc struct {
@@ -217,6 +250,20 @@ func inspectDocument(r *health.Report, places []health.KeyPlace) inspectDoc {
 	for _, l := range r.Lanes {
 		d.Lanes = append(d.Lanes, laneDocument(l, r.Interval > 0))
 	}
+	d.WorkersUnknown = r.WorkersUnknown
+	for _, w := range r.Workers {
+		wd := workersDoc{Design: w.Design, Live: []instanceDoc{}, Gone: []instanceDoc{}, Parked: []parkedDoc{}}
+		for _, in := range w.Live {
+			wd.Live = append(wd.Live, instanceDoc{Instance: in.Name, Host: in.Host, PID: in.PID, Started: timePtr(in.Started), DeadLetter: in.DeadLetter, Renewed: timePtr(in.Renewed)})
+		}
+		for _, in := range w.Gone {
+			wd.Gone = append(wd.Gone, instanceDoc{Instance: in.Name, GoneAt: timePtr(in.Renewed), LeaseExpired: in.Expired})
+		}
+		for _, p := range w.Parked {
+			wd.Parked = append(wd.Parked, parkedDoc{p.Subject, p.Stream, p.Count, p.Err})
+		}
+		d.Workers = append(d.Workers, wd)
+	}
 	m := r.Summary
 	d.Summary = summaryDoc{m.Lanes, m.Unavailable, m.TotalBacklog, m.MaxBacklog, m.MeanBacklog, m.MaxToMean, m.Hottest, m.AtCap, m.Paused, m.Critical, m.Warnings, m.Infos}
 	for _, f := range r.Findings {
@@ -245,6 +292,9 @@ func laneDocument(l health.Lane, rates bool) laneJSON {
 	}
 	if l.Partitions > 0 {
 		j.Generation = l.Generation()
+	}
+	if l.Server != nil {
+		j.ServedBy, j.ServedSince, j.ServedByGone = l.Server.Instance, timePtr(l.Server.Since), l.Server.Gone
 	}
 	if l.Head != nil {
 		j.Head = &headDoc{l.Head.Seq, l.Head.Subject, l.Head.Key, l.Head.Time.UTC()}

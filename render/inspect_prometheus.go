@@ -35,6 +35,16 @@ var laneMetrics = []promMetric{
 	{"lanes_lane_head_deliveries", "Deliveries of the head message (lanes with max ack pending 1 and a message out).", "gauge", func(l health.Lane) (float64, bool) { return float64(l.HeadDeliveries), true }},
 	{"lanes_lane_paused", "1 when the lane is paused (or held for a repartition).", "gauge", func(l health.Lane) (float64, bool) { return bool01(l.Paused), true }},
 	{"lanes_lane_pinned", "1 when a worker is pinned to the lane (priority group).", "gauge", func(l health.Lane) (float64, bool) { return bool01(l.PinnedClient != ""), true }},
+	{"lanes_lane_served_seconds", "Time since the lanes work instance serving the lane took it (lanes with a live instance).", "gauge", func(l health.Lane) (float64, bool) {
+		if l.Server == nil || l.Server.Gone {
+			return 0, false
+		}
+		d, ok := sinceTime(l.At, l.Server.Since)
+		return d.Seconds(), ok
+	}},
+	{"lanes_lane_instance_gone", "1 when the lanes work instance that served the lane is gone and nobody took the lane.", "gauge", func(l health.Lane) (float64, bool) {
+		return bool01(l.Server != nil && l.Server.Gone), l.Server != nil
+	}},
 }
 
 func bool01(b bool) float64 {
@@ -68,6 +78,7 @@ func InspectPrometheus(w io.Writer, r *health.Report) error {
 			}
 		}
 	}
+	writeWorkerSeries(b, stream, r)
 	m := r.Summary
 	streamSeries := []struct {
 		name, help string
@@ -95,6 +106,31 @@ func InspectPrometheus(w io.Writer, r *health.Report) error {
 		fmt.Fprintf(b, "lanes_finding{%s,severity=\"%s\",code=\"%s\",lane=\"%s\"} %d\n", stream, k.sev, promEscape(k.code), promEscape(k.lane), k.n)
 	}
 	return b.Flush()
+}
+
+// writeWorkerSeries: which instance serves each lane (an info-style
+// series, value 1, the instance as a label), live instances and parked
+// messages per design.
+func writeWorkerSeries(b io.Writer, stream string, r *health.Report) {
+	fmt.Fprintf(b, "# HELP lanes_lane_served_by The lanes work instance serving the lane (value 1; its lease is live).\n# TYPE lanes_lane_served_by gauge\n")
+	for _, l := range r.Lanes {
+		if l.Server != nil && !l.Server.Gone {
+			fmt.Fprintf(b, "lanes_lane_served_by{%s,design=\"%s\",lane=\"%s\",partition=\"%s\",instance=\"%s\"} 1\n", stream,
+				promEscape(l.Design), promEscape(l.Name), partitionLabel(l.Partition), promEscape(l.Server.Instance))
+		}
+	}
+	fmt.Fprintf(b, "# HELP lanes_workers Live lanes work instances of the design.\n# TYPE lanes_workers gauge\n")
+	for _, w := range r.Workers {
+		fmt.Fprintf(b, "lanes_workers{%s,design=\"%s\"} %d\n", stream, promEscape(w.Design), len(w.Live))
+	}
+	fmt.Fprintf(b, "# HELP lanes_parked_messages Messages on a dead-letter subject the design's workers park on.\n# TYPE lanes_parked_messages gauge\n")
+	for _, w := range r.Workers {
+		for _, p := range w.Parked {
+			if p.Err == "" && p.Stream != "" {
+				fmt.Fprintf(b, "lanes_parked_messages{%s,design=\"%s\",subject=\"%s\"} %d\n", stream, promEscape(w.Design), promEscape(p.Subject), p.Count)
+			}
+		}
+	}
 }
 
 type findingKey struct {

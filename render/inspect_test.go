@@ -53,15 +53,39 @@ func fixedReport() *health.Report {
 			}),
 			{Name: "orders-n4-04", Design: "orders", Partition: -1, State: health.StateMissing},
 		},
+		Workers: []health.Workers{{Design: "orders",
+			Live:   []health.Instance{{Name: "one", Host: "h1", PID: 41, Started: at.Add(-time.Hour), DeadLetter: "dlq.orders", Renewed: at.Add(-time.Second)}},
+			Gone:   []health.Instance{{Name: "two", Renewed: at.Add(-2 * time.Minute), Expired: true}},
+			Parked: []health.Parked{{Subject: "dlq.orders", Stream: "DLQ", Count: 3}}}},
 		Findings: []health.Finding{
-			{Severity: health.Critical, Code: "stuck", Lane: "orders-n4-02", Message: "lane orders-n4-02 is stuck: its head message (seq 851, key bob) has been out for 3m0s, longer than the ack wait (30s), and no worker is pulling", Advice: "the worker that took it has likely died: start a worker on this lane; the message is redelivered on its first pull"},
+			{Severity: health.Critical, Code: "instance_gone", Lane: "orders-n4-02", Message: "lane orders-n4-02 was served by lanes work instance two, which lost its lease 2m0s ago (it died or is cut off from NATS), and no live instance has taken it: 31 message(s) wait", Advice: "live instances of design orders (one) have not taken it: read their logs (a lane they refuse is logged) and check their connection"},
 			{Severity: health.Critical, Code: "missing", Lane: "orders-n4-04", Message: "lane orders-n4-04 did not answer in time", Advice: "check the cluster"},
 			{Severity: health.Warning, Code: "redelivered", Lane: "orders-n4-02", Message: "lane orders-n4-02: its head message (seq 851, key bob) was delivered 4 times", Advice: "read the workers' errors"},
 			{Severity: health.Info, Code: "held", Lane: "orders-n4-03", Message: "lane orders-n4-03 is held (paused) for a repartition", Advice: "lanes apply resumes it"},
 		},
 	}
+	// lanes 0 and 1 are served by instance one; lane 2's instance died
+	r.Lanes[0].Server = &health.Server{Instance: "one", Since: at.Add(-12 * time.Minute)}
+	r.Lanes[1].Server = &health.Server{Instance: "one", Since: at.Add(-90 * time.Second)}
+	r.Lanes[2].Server = &health.Server{Instance: "two", Since: at.Add(-time.Hour), Gone: true, Expired: true, GoneAt: at.Add(-2 * time.Minute)}
 	r.Summarize()
 	return r
+}
+
+// TestInspectNoLanes: with no lanes, the report says what inspect looked
+// for and claims no health (issue 12).
+func TestInspectNoLanes(t *testing.T) {
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	r := &health.Report{Stream: "PLAIN", Time: at, LastSeq: 3, Messages: 3, Consumers: 1}
+	r.Summarize()
+	var b bytes.Buffer
+	if err := InspectTable(&b, PlainStyles(), r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_nolanes", b.Bytes())
+	if strings.Contains(b.String(), "healthy") {
+		t.Fatalf("no lanes, yet a health claim:\n%s", b.String())
+	}
 }
 
 func TestInspectTableGolden(t *testing.T) {
@@ -161,7 +185,7 @@ func TestFindingsBounded(t *testing.T) {
 	}
 	fs = append(fs, health.Finding{Severity: health.Info, Code: "held", Message: "h", Advice: "a"})
 	var b bytes.Buffer
-	Findings(&b, PlainStyles(), fs)
+	findings(&b, PlainStyles(), &health.Report{Findings: fs})
 	out := b.String()
 	if strings.Count(out, "no_workers: m") != 5 || !strings.Contains(out, "... and 2 more no_workers findings") || !strings.Contains(out, "held: h") {
 		t.Fatalf("bounded findings:\n%s", out)

@@ -167,6 +167,12 @@ func TestPoisonPark(t *testing.T) {
 	if err != nil || !ok || n != 2 || stream != "DLQ" {
 		t.Fatalf("CountParked = %d %s %v %v, want 2 in DLQ", n, stream, ok, err)
 	}
+	// inspect finds the subject in the membership: in the instance's
+	// lease, and in its lane records, which outlive it.
+	sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	if err != nil || len(sv.Members) != 1 || sv.Members[0].DeadLetter != "dlq.orders" || sv.Lanes[p.Lanes[0].Name].DeadLetter != "dlq.orders" {
+		t.Fatalf("the membership does not name the dead-letter subject: %+v, %v", sv, err)
+	}
 	dlq, _ := js.Stream(ctx, "DLQ")
 	m, err := dlq.GetMsg(ctx, 1)
 	if err != nil {

@@ -41,6 +41,10 @@ type memberRecord struct {
 type laneRecord struct {
 	Instance string    `json:"instance"`
 	Since    time.Time `json:"since"`
+	// DeadLetter is the instance's --dead-letter subject: lane records
+	// outlive the instance's lease, so inspect can count what it parked
+	// after every instance is gone.
+	DeadLetter string `json:"dead_letter,omitempty"`
 }
 
 // scope is the key prefix of one design's workers. Stream and design names
@@ -192,8 +196,9 @@ func publishDelete(ctx context.Context, js jetstream.JetStream, bucket, key stri
 }
 
 // recordLane says in the bucket that this instance serves lane since then.
-func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane, instance string, since time.Time) error {
-	b, _ := json.Marshal(laneRecord{Instance: instance, Since: since.UTC()})
+func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane string, rec laneRecord) error {
+	rec.Since = rec.Since.UTC()
+	b, _ := json.Marshal(rec)
 	_, err := kv.Put(ctx, scope+".l."+lane, b)
 	return err
 }

@@ -71,6 +71,8 @@ type LaneServer struct {
 	// Gone: that instance is no longer a member: its lanes wait for
 	// another instance (a lease, if it died) or for a worker to start.
 	Gone bool `json:"gone,omitempty"`
+	// DeadLetter is where that instance parks poison messages, if it does.
+	DeadLetter string `json:"dead_letter,omitempty"`
 }
 
 // Serving is what the membership bucket says about a design's workers.
@@ -128,7 +130,7 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 		case strings.HasPrefix(key, "l.") && e.Operation() == jetstream.KeyValuePut:
 			var rec laneRecord
 			if json.Unmarshal(e.Value(), &rec) == nil {
-				out.Lanes[key[2:]] = LaneServer{Instance: rec.Instance, Since: rec.Since}
+				out.Lanes[key[2:]] = LaneServer{Instance: rec.Instance, Since: rec.Since, DeadLetter: rec.DeadLetter}
 			}
 		}
 	}
