@@ -72,7 +72,9 @@ func readmeCommands(md string) []readmeCommand {
 		if at == nil {
 			continue
 		}
-		if cmd := normalise(cutShell(line[at[0]:])); cmd != "" {
+		call := cutShell(line[at[0]:])
+		call = call[strings.Index(call, "lanes "):] // after the environment it sets
+		if cmd := normalise(call); cmd != "" {
 			out = append(out, readmeCommand{line: i + 1, text: cmd})
 		}
 	}
@@ -81,7 +83,7 @@ func readmeCommands(md string) []readmeCommand {
 
 // lanesCall finds where lanes is run on a shell line: at its start, or
 // after a shell operator or process substitution.
-var lanesCall = regexp.MustCompile(`(?:^|[(;&|]\s*)lanes\s`)
+var lanesCall = regexp.MustCompile(`(?:^|[(;&|]\s*)(?:\w+=\S*\s+)*lanes\s`)
 
 // cutShell drops what the shell does around the command: its comment,
 // pipes, redirections, a following command and backgrounding.
@@ -142,6 +144,7 @@ func TestREADMECommandExtraction(t *testing.T) {
 		"lanes work -f x.yaml --exec \"$handler\" &\n" +
 		"lanes inspect --fail-on 'lag>5m'   # exit 6\n" +
 		"lanes apply -s nats://prod:4222  --yes\n" +
+		"LANES_FILE=deploy/lanes.yaml lanes apply --dry-run\n" +
 		"nats pub x y\n" +
 		"```\n" +
 		"lanes plan outside a block\n"
@@ -156,6 +159,7 @@ func TestREADMECommandExtraction(t *testing.T) {
 		"lanes work -f x.yaml --exec $handler",
 		"lanes inspect --fail-on 'lag>5m'",
 		"lanes apply -s $NATS_URL --yes",
+		"lanes apply --dry-run",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -129,7 +129,11 @@ var designFlags = []designFlag{
 	integer("lane-replicas", "lane.replicas", "lane consumer replicas `N`; 0 follows the stream", "0", func(d *planner.Design) *int { return &d.Lane.Replicas }),
 }
 
-var fileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "design `FILE` (YAML or JSON)", Category: catDesign}
+// inspectFileFlag is inspect's -f: a design is optional there (--stream
+// alone inspects every lane), so it is found only when nothing else says
+// what to inspect.
+var inspectFileFlag = &cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "design `FILE` (YAML or JSON)", Category: catDesign,
+	DefaultText: "with no -f, --stream or --design, $" + designFileEnv + ", else ./" + defaultDesignFile + " if there is one"}
 
 // designFileFlag is -f on the commands that find the design themselves
 // when neither -f nor --subject is given (see discoverDesign).

@@ -43,7 +43,7 @@ func inspectCommand(io *IO) *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "stream", Usage: "stream `NAME` whose lanes to inspect (default: the design file's stream)"},
 		&cli.StringFlag{Name: "design", Usage: "only the lanes of design `NAME` (default: every lane on the stream)"},
-		fileFlag,
+		inspectFileFlag,
 		&cli.StringFlag{Name: "key", Usage: "which lane holds `SUBJECT` (as published, or a bare key like alice), and that lane's state"},
 		&cli.GenericFlag{Name: "watch", Value: watch, Usage: "refresh every `INTERVAL` (default 2s) with delivered/acked rates, until Ctrl-C (table or json)"},
 		&cli.StringSliceFlag{Name: "fail-on", Usage: "exit 6 when `EXPR` holds, e.g. backlog>1000, ack_age>2m, redelivered>0, severity>=warning (repeatable)"},
@@ -112,7 +112,14 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 		}
 		o.FailOn = append(o.FailOn, t)
 	}
-	if c.String("file") != "" {
+	// Like the other commands, inspect reads $LANES_FILE or ./lanes.yaml
+	// when nothing on the command line names what to inspect.
+	discovered := false
+	if c.String("file") == "" && o.Stream == "" && o.Design == "" {
+		path, _ := discoverDesign()
+		discovered = path != ""
+	}
+	if c.String("file") != "" || discovered {
 		if o.Design != "" {
 			return o, usageErrorf("--design and -f both name the design: give one")
 		}
@@ -124,7 +131,7 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 		}
 	}
 	if o.Stream == "" {
-		return o, usageErrorf("--stream is required (or -f FILE naming the design's stream)")
+		return o, usageErrorf("--stream is required (or -f FILE naming the design's stream, a lanes.yaml in this directory, or LANES_FILE=FILE)")
 	}
 	if err := planner.CheckStreamName(o.Stream); err != nil {
 		return o, usageErrorf("--stream %s: %v", planner.Quote(o.Stream, 80), err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -43,7 +45,10 @@ func Judge(s *Snapshot, o Options) *Report {
 }
 
 // headLookup is a lane whose head message is worth reading: the first
-// message from its ack floor + 1 on its filter.
+// message on its filter from its ack floor + 1, never before the lane's
+// start (in a cluster a lane created at a start sequence reports ack floor
+// 0 until its first ack, and from 1 the lookup would find the messages an
+// earlier generation of the same partition count processed).
 type headLookup struct {
 	lane, filter string
 	from         uint64
@@ -61,7 +66,11 @@ func survey(s *Snapshot, o Options) ([]headLookup, []*layout) {
 			continue
 		}
 		if l, _, ok := j.laneOf(ci, layouts); ok && l.Backlog > 0 && l.Filter != "" {
-			heads = append(heads, headLookup{lane: l.Name, filter: l.Filter, from: l.AckFloorSeq + 1})
+			from := l.AckFloorSeq + 1
+			if ci.Config.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+				from = max(from, ci.Config.OptStartSeq)
+			}
+			heads = append(heads, headLookup{lane: l.Name, filter: l.Filter, from: from})
 		}
 	}
 	return heads, layouts
