@@ -196,7 +196,11 @@ func (t Threshold) check(r *Report) (string, bool) {
 	sort.SliceStable(hits, func(a, b int) bool { return hits[a].v > hits[b].v })
 	detail := fmt.Sprintf("lane %s has %s %s", hits[0].lane, t.metric.name, t.describe(hits[0].v))
 	if len(hits) > 1 {
-		detail += fmt.Sprintf(" (and %d more lane(s))", len(hits)-1)
+		more := "lanes"
+		if len(hits) == 2 {
+			more = "lane"
+		}
+		detail += fmt.Sprintf(" (and %d more %s)", len(hits)-1, more)
 	}
 	return detail, true
 }

@@ -77,7 +77,7 @@ func TestCheckThresholds(t *testing.T) {
 	// Every line names the lane and the value that crossed (docs/inspect.md).
 	cases := map[string]string{
 		"backlog>10":         "lane b has backlog 50",
-		"backlog>1":          "lane b has backlog 50 (and 1 more lane(s))",
+		"backlog>1":          "lane b has backlog 50 (and 1 more lane)",
 		"backlog>100":        "", // the missing lane has no figures
 		"ack_age>2m":         "lane b has ack_age 3m0s",
 		"ack_age>5m":         "",
