@@ -75,7 +75,7 @@ Examples:
    lanes inspect --stream ORDERS --watch 5s
    lanes inspect --stream ORDERS -o json | jq '.lanes[] | select(.backlog > 0) | .name'
    lanes inspect --stream ORDERS --fail-on 'severity>=critical' --fail-on 'lag>5m'
-   lanes inspect --stream ORDERS -o prometheus > /var/lib/node_exporter/lanes.prom`,
+   lanes inspect --stream ORDERS -o prometheus > lanes.prom.$$ && mv lanes.prom.$$ lanes.prom`,
 		Flags: append(flags, connectFlags()...),
 		Action: func(c *cli.Context) error {
 			o, err := inspectOptions(c, io, watch)
