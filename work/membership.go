@@ -66,8 +66,26 @@ func escapeKey(s string) string {
 
 // openBucket binds the membership bucket (Config.Bucket), creating it when
 // missing with per-key TTLs (LimitMarkerTTL, server 2.11+) and the given
-// replicas.
+// replicas. Instances that start together race to create it: an attempt
+// that gets no answer in a quarter of ctx's time is tried again (binding
+// first: the create it sent may have succeeded), rather than the instance
+// exiting at ctx's deadline.
 func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
+	attempt := time.Second
+	if d, ok := ctx.Deadline(); ok {
+		attempt = max(time.Until(d)/4, time.Second)
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		kv, err := openBucketOnce(actx, js, bucket, replicas)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return kv, err
+		}
+	}
+}
+
+func openBucketOnce(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
