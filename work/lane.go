@@ -179,8 +179,22 @@ func (l *lane) on(p *puller, e event) bool {
 // once, to the new owner), any message that reached this instance after
 // the lane was released. A pinned lane is unpinned so its new owner gets
 // the pin without waiting for the pinned TTL.
+//
+// A request still waiting at the server is not dropped with the
+// subscription: in a cluster the lane's leader may be on another node,
+// which learns that the inbox lost interest a moment later, and a message
+// it sends in that moment would be lost until its ack wait. So while the
+// worker runs, the inbox stays open until that request ends, and a
+// message it brings is handed back at once (linger).
 func (l *lane) finish(p *puller, extra ...*nats.Msg) {
-	left := append(extra, p.stop()...)
+	left := extra
+	if p.sub != nil && p.outstanding && l.w.abort.Err() == nil {
+		var lingering *puller
+		lingering, left = p.detach(left)
+		go lingering.linger(l.w.abort)
+	} else {
+		left = append(left, p.stop()...)
+	}
 	for _, m := range left {
 		_ = m.Respond([]byte("-NAK"))
 	}

@@ -1,6 +1,7 @@
 package work
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -185,9 +186,10 @@ func (p *puller) confirm(m *nats.Msg, body []byte, timeout time.Duration) error 
 }
 
 // stop drains the subscription: the server is told to stop sending (a
-// request still waiting there then has no interest and is skipped, so the
-// lane's next message goes to its new owner), and whatever it sent before
-// that still reaches the channel instead of being dropped by the client.
+// request still waiting at a server that knows the inbox is gone is
+// skipped; in a cluster the lane's leader may learn it late: see
+// lane.finish), and whatever it sent before that still reaches the channel
+// instead of being dropped by the client.
 // Messages received are returned for the caller to hand back.
 func (p *puller) stop() []*nats.Msg {
 	if p.sub != nil {
@@ -219,6 +221,46 @@ func (p *puller) stop() []*nats.Msg {
 		default:
 			return left
 		}
+	}
+}
+
+// detach hands the subscription, with the request waiting on it, to a new
+// puller that only lingers (see lane.finish); p goes on without one. The
+// deliveries queued so far are added to left, to be handed back.
+func (p *puller) detach(left []*nats.Msg) (*puller, []*nats.Msg) {
+	for _, e := range p.queued {
+		if e.ev == evMessage {
+			left = append(left, e.m)
+		}
+	}
+	d := &puller{nc: p.nc, pullReply: p.pullReply, ackPrefix: p.ackPrefix, sub: p.sub, ch: p.ch,
+		outstanding: true, expires: p.expires}
+	p.sub, p.ch, p.queued, p.outstanding = nil, make(chan *nats.Msg, 1), nil, false
+	return d, left
+}
+
+// linger keeps a released lane's inbox open until its waiting request ends
+// (a status, its expiry, or the message it brings, which is handed back at
+// once), or until done; then it stops the subscription and hands back what
+// is left.
+func (p *puller) linger(done context.Context) {
+	timer := time.NewTimer(time.Until(p.expires) + time.Second)
+	defer timer.Stop()
+	for p.outstanding {
+		select {
+		case m := <-p.ch:
+			ev := p.note(m)
+			if ev == evMessage {
+				_ = m.Respond([]byte("-NAK"))
+			}
+		case <-timer.C:
+			p.outstanding = false
+		case <-done.Done():
+			p.outstanding = false
+		}
+	}
+	for _, m := range p.stop() {
+		_ = m.Respond([]byte("-NAK"))
 	}
 }
 
