@@ -180,15 +180,17 @@ func (l *lane) on(p *puller, e event) bool {
 // the lane was released. A pinned lane is unpinned so its new owner gets
 // the pin without waiting for the pinned TTL.
 //
-// A request still waiting at the server is not dropped with the
-// subscription: in a cluster the lane's leader may be on another node,
-// which learns that the inbox lost interest a moment later, and a message
-// it sends in that moment would be lost until its ack wait. So while the
-// worker runs, the inbox stays open until that request ends, and a
-// message it brings is handed back at once (linger).
+// In a cluster, a request still waiting at the server is not dropped with
+// the subscription at once: the lane's leader may be on another node,
+// which learns a moment later that the inbox lost interest, and a message
+// it sends in that moment would be lost until its ack wait. So the inbox
+// stays open a little longer (linger), and a message it brings is handed
+// back at once. A single server drops the request with the subscription,
+// and skips it: nothing lingers there, since a lingering request takes
+// the next message and costs it a delivery attempt.
 func (l *lane) finish(p *puller, extra ...*nats.Msg) {
 	left := extra
-	if p.sub != nil && p.outstanding && l.w.abort.Err() == nil {
+	if p.sub != nil && p.outstanding && l.w.abort.Err() == nil && l.w.nc.ConnectedClusterName() != "" {
 		var lingering *puller
 		lingering, left = p.detach(left)
 		go lingering.linger(l.w.abort)

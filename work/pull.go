@@ -239,12 +239,17 @@ func (p *puller) detach(left []*nats.Msg) (*puller, []*nats.Msg) {
 	return d, left
 }
 
+// lingerFor bounds how long a released lane's inbox stays open: far
+// longer than a route takes to carry the inbox's loss of interest to the
+// lane's leader (milliseconds), far shorter than an ack wait.
+const lingerFor = time.Second
+
 // linger keeps a released lane's inbox open until its waiting request ends
-// (a status, its expiry, or the message it brings, which is handed back at
-// once), or until done; then it stops the subscription and hands back what
-// is left.
+// (a status, or the message it brings, which is handed back at once), for
+// lingerFor at most, or until done; then it stops the subscription and
+// hands back what is left.
 func (p *puller) linger(done context.Context) {
-	timer := time.NewTimer(time.Until(p.expires) + time.Second)
+	timer := time.NewTimer(min(time.Until(p.expires), lingerFor))
 	defer timer.Stop()
 	for p.outstanding {
 		select {
