@@ -730,6 +730,58 @@ func TestInspectWorkersUnknown(t *testing.T) {
 	}
 }
 
+// TestInspectSlowMembershipBucket: the lanes work membership bucket's
+// leader stops answering (a hung node) while the lanes' own node answers:
+// inspect still reports every lane within about its --timeout, with the
+// workers unknown (one info finding), instead of failing or waiting.
+func TestInspectSlowMembershipBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	cleanEnv(t)
+	c := natstest.StartRelayedCluster(t, 3)
+	_, js := natstest.Connect(t, c.URLs())
+	p := natstest.Plan(t, "slowbucket", 4)
+	natstest.CreateLanes(t, js, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, p.Stream.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := st.CachedInfo().Cluster.Leader // R1: the stream and its lanes live there
+	victim, entry := -1, ""
+	for i, s := range c.Servers {
+		switch name := s.Opts.ServerName; {
+		case name == home:
+			entry = s.ClientURL()
+		case victim < 0 && !s.JetStreamIsLeader():
+			victim = i
+		}
+	}
+	name := c.Servers[victim].Opts.ServerName
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: work.Bucket, LimitMarkerTTL: time.Hour,
+		Placement: &jetstream.Placement{Tags: []string{"node:" + name}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Hang(victim)
+	const timeout = 2 * time.Second
+	start := time.Now()
+	code, out, errs := lanesRun("inspect", "-s", entry, "--stream", p.Stream.Name, "--timeout", timeout.String(), "-o", "json")
+	took := time.Since(start)
+	var d servingDoc
+	if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v\n%s\n%s", code, err, out, errs)
+	}
+	if len(d.Lanes) != 4 || d.WorkersUnknown == "" || d.codes()["workers_unknown"] != 1 {
+		t.Errorf("want the 4 lanes and workers_unknown (the bucket on hung %s): %s", name, out)
+	}
+	if took > timeout+time.Second {
+		t.Errorf("inspect --timeout %s took %s", timeout, took)
+	}
+	t.Logf("%s: workers unknown: %s", took, d.WorkersUnknown)
+}
+
 // TestInspectWords: words that match the facts (issue 12). A stream with
 // no lanes claims no health; a push consumer on a partition is not a
 // lane and gets no lane finding.

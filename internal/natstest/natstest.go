@@ -115,6 +115,7 @@ func startCluster(t testing.TB, n int, relayed bool) *Cluster {
 	for i := 0; i < n; i++ {
 		opts := embedded.Options(filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i)))
 		opts.ServerName = fmt.Sprintf("n%d", i)
+		opts.Tags.Add("node:" + opts.ServerName) // placement on a chosen node: Placement{Tags: {"node:n1"}}
 		opts.Cluster.Name = "lanes-test"
 		opts.Cluster.Host = "127.0.0.1"
 		opts.Cluster.Port = ports[i]
