@@ -141,6 +141,7 @@ func startCluster(t testing.TB, n int, relayed bool) *Cluster {
 	}
 	c.WaitForMetaLeader()
 	c.WaitForJetStream()
+	c.placeOnAll()
 	return c
 }
 

@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -86,5 +87,39 @@ func KeepAccountStreams(t testing.TB, js jetstream.JetStream) {
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LANES_TEST_KEEP", Subjects: []string{"lanes_test.keep"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// placeOnAll waits until the meta leader can place a replica on every
+// node. It needs each node's JetStream stats, which a leader elected late
+// may not have yet: creating an R3 stream then fails with "no suitable
+// peers for placement, peer offline" (seen creating apply's lock bucket
+// right after StartCluster). The probe stream stays: deleting an
+// account's last stream races the next create.
+func (c *Cluster) placeOnAll() {
+	c.t.Helper()
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := jetstream.StreamConfig{Name: "LANES_TEST_PROBE", Subjects: []string{"lanes_test.probe"},
+		Replicas: len(c.Servers), Storage: jetstream.MemoryStorage}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.CreateStream(ctx, cfg)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("cannot place a stream on all %d nodes: %v", len(c.Servers), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
