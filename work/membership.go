@@ -30,21 +30,14 @@ const markerTTL = time.Hour
 // errEvicted: the lease was lost (expired or removed) while running.
 var errEvicted = errors.New("membership lease lost")
 
+// memberRecord is a lease's stored value: the fields of Member an
+// instance knows of itself (ReadServing adds the rest from the entry).
 type memberRecord struct {
 	Instance   string    `json:"instance"`
 	Host       string    `json:"host,omitempty"`
 	PID        int       `json:"pid,omitempty"`
 	Started    time.Time `json:"started"`
 	DeadLetter string    `json:"dead_letter,omitempty"`
-}
-
-type laneRecord struct {
-	Instance string    `json:"instance"`
-	Since    time.Time `json:"since"`
-	// DeadLetter is the instance's --dead-letter subject: lane records
-	// outlive the instance's lease, so inspect can count what it parked
-	// after every instance is gone.
-	DeadLetter string `json:"dead_letter,omitempty"`
 }
 
 // scope is the key prefix of one design's workers. Stream and design names
@@ -214,7 +207,7 @@ func publishDelete(ctx context.Context, js jetstream.JetStream, bucket, key stri
 }
 
 // recordLane says in the bucket that this instance serves lane since then.
-func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane string, rec laneRecord) error {
+func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane string, rec LaneServer) error {
 	rec.Since = rec.Since.UTC()
 	b, _ := json.Marshal(rec)
 	_, err := kv.Put(ctx, scope+".l."+lane, b)
@@ -288,7 +281,7 @@ func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string, 
 	}
 	prefix := scope + ".l."
 	return follow(ctx, w, 256, func(e jetstream.KeyValueEntry) (laneRecordEvent, bool) {
-		var rec laneRecord
+		var rec LaneServer
 		if e == nil || json.Unmarshal(e.Value(), &rec) != nil {
 			return laneRecordEvent{}, false
 		}

@@ -64,7 +64,8 @@ type Member struct {
 	Expired bool `json:"expired,omitempty"`
 }
 
-// LaneServer is who serves a lane, as recorded by the instance that took it.
+// LaneServer is who serves a lane, as recorded by the instance that took it;
+// it is also the lane record's stored value (without Gone).
 type LaneServer struct {
 	Instance string    `json:"instance"`
 	Since    time.Time `json:"since"`
@@ -115,12 +116,12 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 		key := strings.TrimPrefix(e.Key(), sc+".")
 		switch {
 		case strings.HasPrefix(key, "m."):
-			m := Member{Instance: key[2:], Renewed: e.Created()}
+			var m Member
 			if e.Operation() == jetstream.KeyValuePut {
-				var rec memberRecord
-				if json.Unmarshal(e.Value(), &rec) == nil {
-					m.Host, m.PID, m.Started, m.DeadLetter = rec.Host, rec.PID, rec.Started, rec.DeadLetter
-				}
+				_ = json.Unmarshal(e.Value(), &m) // a memberRecord: Member's stored fields
+			}
+			m.Instance, m.Renewed = key[2:], e.Created()
+			if e.Operation() == jetstream.KeyValuePut {
 				out.Members = append(out.Members, m)
 				live[m.Instance] = true
 			} else {
@@ -128,9 +129,9 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 				out.Gone = append(out.Gone, m)
 			}
 		case strings.HasPrefix(key, "l.") && e.Operation() == jetstream.KeyValuePut:
-			var rec laneRecord
-			if json.Unmarshal(e.Value(), &rec) == nil {
-				out.Lanes[key[2:]] = LaneServer{Instance: rec.Instance, Since: rec.Since, DeadLetter: rec.DeadLetter}
+			var ls LaneServer // stored as is (Gone, omitted, is decided below)
+			if json.Unmarshal(e.Value(), &ls) == nil {
+				out.Lanes[key[2:]] = ls
 			}
 		}
 	}

@@ -606,7 +606,7 @@ func (w *Worker) correctRecord(rec laneRecordEvent) {
 func (w *Worker) recordLane(lane string, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	rec := laneRecord{Instance: w.cfg.Instance, Since: since, DeadLetter: w.cfg.DeadLetter}
+	rec := LaneServer{Instance: w.cfg.Instance, Since: since, DeadLetter: w.cfg.DeadLetter}
 	if err := recordLane(ctx, w.kv, w.scope, lane, rec); err != nil {
 		w.log.Debug("cannot record the lane's owner", "lane", lane, "error", err)
 	}
