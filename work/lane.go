@@ -17,9 +17,10 @@ var (
 	errMaxProcessTime = errors.New("exceeded the max process time")
 )
 
-// lane serves one lane while this instance owns it: pull one message, run
-// the handler (sending in-progress acks), settle the message with a
-// confirmed ack, take the next. Only its own goroutine touches the puller.
+// lane serves one lane while this instance owns it: take the lane's
+// record (its lock), pull one message, run the handler (sending
+// in-progress acks), settle the message with a confirmed ack, take the
+// next. Only its own goroutine touches the puller and the claim.
 type lane struct {
 	w     *Worker
 	name  string
@@ -27,9 +28,16 @@ type lane struct {
 	info  atomic.Pointer[laneInfo]
 	stats *laneStats
 
+	// epoch is the membership epoch the lane is served under, lapsed
+	// closed when it ends (see fence).
+	epoch  string
+	lapsed <-chan struct{}
+	claim  *claim
+
 	release     chan struct{} // closed: finish the message in hand, then stop
 	releaseOnce sync.Once
-	resumed     chan struct{} // the lane was resumed: pull again
+	repull      chan struct{} // the lane was resumed, or the connection came back: pull again
+	kick        chan struct{} // the lane's record or the membership changed: try to take it again
 	done        chan struct{}
 
 	// The in-progress ack timer, one per lane, armed while a handler runs.
@@ -38,17 +46,25 @@ type lane struct {
 }
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
-	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}), resumed: make(chan struct{}, 1)}
+	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
+		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	l.info.Store(info)
+	l.epoch, l.lapsed = w.fence().current()
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
 	l.wpi.Stop()
 	return l
 }
 
-// resume wakes the lane after its consumer was resumed.
-func (l *lane) resume() {
+// resume wakes the lane to send a new pull request: after its consumer was
+// resumed, a reconnect, or a new leader for it.
+func (l *lane) resume() { signal(l.repull) }
+
+// wake makes a lane waiting for its holder's hand-over try again.
+func (l *lane) wake() { signal(l.kick) }
+
+func signal(c chan struct{}) {
 	select {
-	case l.resumed <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -64,24 +80,94 @@ func (l *lane) releasing() bool {
 	}
 }
 
-// run serves the lane until it is released, deleted, or the worker aborts.
+// standing says what the lane may still do under its epoch.
+func (l *lane) standing() standing { return l.w.fence().check(l.epoch) }
+
+// run takes the lane and serves it until it is released, deleted, its
+// epoch ends or the worker aborts; a lane given up in good order is
+// handed over (its record marked released) after its last ack.
 func (l *lane) run() {
 	defer close(l.done)
 	defer l.wpi.Stop()
+	if !l.take() {
+		return
+	}
+	l.stats.serving.Store(true)
+	defer l.stats.serving.Store(false)
+	if l.serve() {
+		ctx, cancel := context.WithTimeout(context.Background(), l.w.cfg.Timeout)
+		defer cancel()
+		if err := l.w.records().release(ctx, l.claim); err != nil {
+			l.w.log.Warn("cannot mark the lane handed over: the next owner takes it when this instance's lease ends", "lane", l.name, "error", err)
+		}
+	}
+}
+
+// take waits until the lane's record lets this instance hold it, and
+// writes it so. The holder named by the record hands the lane over after
+// its last ack, or loses it when its lease ends; a change of the record or
+// of the membership wakes the lane, and it also looks again every
+// claimRetry in case an event was missed. False: the lane was released,
+// the epoch ended or the worker stopped first.
+func (l *lane) take() bool {
+	w := l.w
+	waitingFor := ""
+	for {
+		if wait := time.Until(w.claimsFrom()); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-l.lapsed:
+			case <-l.release:
+			case <-w.abort.Done():
+			}
+		}
+		if l.standing() != standHeld || l.releasing() || w.abort.Err() != nil {
+			return false
+		}
+		rec := LaneServer{Instance: w.cfg.Instance, Since: l.since, Epoch: l.epoch, DeadLetter: w.cfg.DeadLetter}
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+		c, holder, err := w.records().take(ctx, l.name, rec, w.memberEpochs())
+		cancel()
+		switch {
+		case c != nil:
+			l.claim = c
+			if waitingFor != "" {
+				w.log.Debug("lane handed over", "lane", l.name, "from", waitingFor)
+			}
+			return true
+		case err != nil:
+			w.log.Debug("cannot take the lane yet", "lane", l.name, "error", err)
+		case holder != waitingFor:
+			w.log.Debug("waiting for the lane's hand-over", "lane", l.name, "holder", holder)
+			waitingFor = holder
+		}
+		select {
+		case <-l.kick:
+		case <-time.After(claimRetry):
+		case <-l.lapsed:
+		case <-l.release:
+		case <-w.abort.Done():
+		}
+	}
+}
+
+// serve pulls and processes the lane's messages while it is held. True:
+// the lane was given up in good order (released, stopped, deleted), so
+// its record may say it was handed over; false: its epoch lapsed.
+func (l *lane) serve() bool {
 	w := l.w
 	info := l.info.Load()
 	if info.group != "" {
 		// Whoever held the pin (an instance that died, or the one handing
 		// the lane over) loses it now; without this a dead holder's pin
-		// would last its pinned TTL. It cannot let two handlers run: the
-		// message in flight still holds the lane's one ack-pending slot.
+		// would last its pinned TTL. From here on every pull carries this
+		// instance's pin, and the server refuses any other client's.
 		w.unpin(l.name, info.group)
 	}
-	w.recordLane(l.name, l.since)
 	p, err := newPuller(w.nc, w.cfg.APIPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
-		return
+		return true
 	}
 	watchdog := time.NewTicker(p.heartbeat)
 	defer watchdog.Stop()
@@ -91,32 +177,36 @@ func (l *lane) run() {
 	for {
 		if e, ok := p.next(); ok {
 			if !l.on(p, e) {
-				return
+				return l.standing() != standLapsed
 			}
 			continue
 		}
 		select {
 		case <-l.release:
 			l.finish(p)
-			return
+			return true
 		case <-w.abort.Done():
 			l.finish(p)
-			return
+			return true
+		case <-l.lapsed:
+			l.abandon(p)
+			return false
 		case m := <-p.ch:
 			if !l.on(p, event{m, p.note(m)}) {
-				return
+				return l.standing() != standLapsed
 			}
 		case <-watchdog.C:
 			if p.sub != nil {
 				l.ensure(p)
 			}
-		case <-l.resumed:
+		case <-l.repull:
 			// nats-server (2.11-2.15) does not wake the requests already
 			// waiting when a paused consumer is resumed through the API; a
-			// new request does.
+			// new request does. A reconnect or a new consumer leader loses
+			// them: ask at once, rather than after three missed heartbeats.
 			l.ask(p)
 		case <-pinCheck.c():
-			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil {
+			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == standHeld {
 				w.unpin(l.name, g)
 				l.ask(p)
 			}
@@ -125,18 +215,37 @@ func (l *lane) run() {
 	}
 }
 
+// ask sends a new pull request, if the lane may still pull: never once its
+// epoch may have ended, and not while the connection is down (nats.go
+// would buffer it and send it on reconnect, when the lane may have moved;
+// the reconnect wakes the lane to ask then).
 func (l *lane) ask(p *puller) {
+	if !l.mayPull(p) {
+		return
+	}
 	p.group = l.info.Load().group
 	if err := p.request(); err != nil {
 		l.w.log.Warn("pull request failed", "lane", l.name, "error", err)
 	}
 }
 
+// ensure sends a pull request unless a live one waits (see puller.ensure).
 func (l *lane) ensure(p *puller) {
+	if !l.mayPull(p) {
+		return
+	}
 	p.group = l.info.Load().group
 	if err := p.ensure(); err != nil {
 		l.w.log.Warn("pull request failed", "lane", l.name, "error", err)
 	}
+}
+
+func (l *lane) mayPull(p *puller) bool {
+	if l.standing() != standHeld || !l.w.nc.IsConnected() {
+		p.outstanding = false
+		return false
+	}
+	return true
 }
 
 // on acts on one inbox event; false ends the lane.
@@ -144,7 +253,12 @@ func (l *lane) on(p *puller, e event) bool {
 	w := l.w
 	switch e.ev {
 	case evMessage:
-		if l.releasing() || w.abort.Err() != nil {
+		switch {
+		case l.standing() == standLapsed:
+			l.abandon(p) // another instance may hold the lane and run it: drop it unrun
+			w.log.Warn("a message arrived after the lane's lease may have ended: dropped unrun, it comes back after its ack wait", "lane", l.name)
+			return false
+		case l.releasing() || w.abort.Err() != nil || l.standing() == standLeft:
 			l.finish(p, e.m) // delivered as the lane was handed over: give it back
 			return false
 		}
@@ -153,6 +267,9 @@ func (l *lane) on(p *puller, e event) bool {
 		l.ask(p)
 	case evAckAnswer: // late: its ack was given up on
 	case evPinLost:
+		// The server refused this instance's pin: another instance took
+		// the lane's pin. Only a holder that lost its epoch can see that
+		// (a new owner takes the pin only once the record lets it).
 		w.log.Debug("pin taken by another instance", "lane", l.name)
 		l.ask(p)
 	case evGone:
@@ -203,6 +320,18 @@ func (l *lane) finish(p *puller, extra ...*nats.Msg) {
 	if g := l.info.Load().group; g != "" && p.pinID != "" {
 		l.w.unpin(l.name, g)
 	}
+}
+
+// abandon stops pulling once the lane's epoch lapsed: whatever reached
+// the inbox is dropped unrun and without a nak, since another instance
+// may hold the lane and run it; it comes back after its ack wait.
+func (l *lane) abandon(p *puller) {
+	if p.sub == nil {
+		return
+	}
+	dropped := len(p.stop())
+	l.w.log.Warn("lane given up: this instance's membership lease may have run out, so another instance may serve it",
+		"lane", l.name, "dropped_unrun", dropped)
 }
 
 // inflight is the message a lane's handler is running.
@@ -280,10 +409,14 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 
 	// A lane that is being handed over stops pulling before the ack, so
 	// the next message goes to the new owner; otherwise the request for
-	// the next message goes out with the ack.
-	if l.releasing() || w.abort.Err() != nil {
+	// the next message goes out with the ack. A lane whose epoch lapsed
+	// still acks (the handler succeeded) but pulls nothing more.
+	switch {
+	case l.standing() == standLapsed:
+		l.abandon(p)
+	case l.releasing() || w.abort.Err() != nil || l.standing() == standLeft:
 		l.finish(p)
-	} else {
+	default:
 		l.ensure(p)
 	}
 	if !l.settle(p, f, msg, info, err) && p.sub != nil {
@@ -416,7 +549,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 // while another instance runs it, so none is sent then.
 func (l *lane) nak(f *inflight, info *laneInfo, attempt int, want time.Duration) time.Duration {
 	send, effective := info.nakDelay(attempt, want)
-	if !f.ours() {
+	if !f.ours() || l.standing() == standLapsed {
 		return info.deadline(attempt)
 	}
 	body := []byte("-NAK")

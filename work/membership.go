@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/lanes-dev/lanes/jsapi"
 )
@@ -38,6 +39,9 @@ type memberRecord struct {
 	PID        int       `json:"pid,omitempty"`
 	Started    time.Time `json:"started"`
 	DeadLetter string    `json:"dead_letter,omitempty"`
+	// Epoch names this life of the key: a new one at each join. Lanes
+	// are held under an epoch (LaneServer.Epoch).
+	Epoch string `json:"epoch,omitempty"`
 }
 
 // scope is the key prefix of one design's workers. Stream and design names
@@ -108,41 +112,54 @@ func openBucketOnce(ctx context.Context, js jetstream.JetStream, bucket string, 
 	return kv, nil
 }
 
-// lease is this instance's membership key.
+// lease is this instance's membership key. Each life of the key (a join)
+// is an epoch, named in the key's value: lanes are taken under an epoch,
+// and the fence says how long they may be served under it.
 type lease struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	key    string
 	ttl    time.Duration
-	record []byte
+	fence  *fence
+	member memberRecord
+	record []byte // member as stored: its epoch changes with each join
 	rev    uint64
 }
 
-func newLease(js jetstream.JetStream, kv jetstream.KeyValue, scope string, cfg *Config) *lease {
+func newLease(js jetstream.JetStream, kv jetstream.KeyValue, scope string, cfg *Config, f *fence) *lease {
 	host, _ := os.Hostname()
-	rec, _ := json.Marshal(memberRecord{Instance: cfg.Instance, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), DeadLetter: cfg.DeadLetter})
-	return &lease{js: js, kv: kv, key: scope + ".m." + cfg.Instance, ttl: cfg.Lease, record: rec}
+	return &lease{js: js, kv: kv, key: scope + ".m." + cfg.Instance, ttl: cfg.Lease, fence: f,
+		member: memberRecord{Instance: cfg.Instance, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), DeadLetter: cfg.DeadLetter}}
 }
 
-// join creates the key; it exists only while no other live instance holds
-// this name. A name still held by an earlier life of this instance (killed
-// before its lease expired) frees itself within a lease: join waits that
-// long before it gives up.
+// newEpoch names the next life of the key.
+func (l *lease) newEpoch() {
+	l.member.Epoch = nuid.Next()
+	l.record, _ = json.Marshal(l.member)
+}
+
+// join creates the key under a new epoch; it exists only while no other
+// live instance holds this name. A name still held by an earlier life of
+// this instance (killed before its lease expired) frees itself within a
+// lease: join waits that long before it gives up.
 func (l *lease) join(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(2*l.ttl + time.Second)
+	l.newEpoch()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
+		sent := time.Now()
 		rev, err := l.kv.Create(rctx, l.key, l.record, jetstream.KeyTTL(l.ttl))
 		cancel()
 		if err == nil {
 			l.rev = rev
+			l.fence.begin(l.member.Epoch, sent, l.ttl)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("joining the membership (%s %s): %w", l.kv.Bucket(), l.key, err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("instance name %q is held by a live instance (key %s in bucket %s): give each instance its own --instance", l.key[strings.LastIndex(l.key, ".")+1:], l.key, l.kv.Bucket())
+			return fmt.Errorf("instance name %q is held by a live instance (key %s in bucket %s): give each instance its own name", l.member.Instance, l.key, l.kv.Bucket())
 		}
 		select {
 		case <-ctx.Done():
@@ -152,42 +169,85 @@ func (l *lease) join(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// rejoin follows a renewal that lost its compare-and-set. Either the key
-// expired or was removed (join again), or an earlier renewal succeeded
-// but its answer was lost, and the key is still this instance's own
-// record: carry on with its revision.
+// rejoin follows a lease that was lost, or may have been: a renewal that
+// lost its compare-and-set, or an epoch that lapsed on this instance's
+// clock. If the key is still this epoch's record (an earlier renewal
+// succeeded but its answer was lost), nobody saw this instance leave: an
+// epoch that has not lapsed carries on with that revision, and one that
+// lapsed (its lanes have stopped) is replaced on the same key. Otherwise
+// the key expired or was removed, and the instance joins again.
 func (l *lease) rejoin(ctx context.Context, timeout time.Duration, log *slog.Logger) error {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	e, err := l.kv.Get(rctx, l.key)
 	cancel()
 	if err == nil && e.Operation() == jetstream.KeyValuePut && string(e.Value()) == string(l.record) {
-		l.rev = e.Revision()
-		return nil
+		epoch, _ := l.fence.current()
+		if l.fence.holds(epoch) {
+			l.rev = e.Revision()
+			return nil
+		}
+		l.newEpoch()
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		sent := time.Now()
+		rev, err := l.renewAt(rctx, e.Revision())
+		cancel()
+		if err == nil {
+			l.rev = rev
+			l.fence.begin(l.member.Epoch, sent, l.ttl)
+			log.Warn("membership lease renewed late: its lanes were given up and are taken again")
+			return nil
+		}
 	}
 	log.Warn("membership lease lost (expired or removed): joining again")
 	return l.join(ctx, timeout)
 }
 
 // renew rewrites the key with a fresh TTL, only if it is still the one this
-// instance wrote: a key that expired or was removed means errEvicted.
+// instance wrote. A key at another revision that still holds this epoch's
+// record means an earlier renewal succeeded but its answer was lost: it is
+// renewed from there. A key that expired or was removed means errEvicted,
+// and ends the epoch at once.
 func (l *lease) renew(ctx context.Context, timeout time.Duration) error {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ack, err := l.js.Publish(rctx, "$KV."+l.kv.Bucket()+"."+l.key, l.record,
-		jetstream.WithExpectLastSequencePerSubject(l.rev), jetstream.WithMsgTTL(l.ttl))
+	sent := time.Now()
+	rev, err := l.renewAt(rctx, l.rev)
 	if jsapi.IsWrongLastSequence(err) {
-		return errEvicted
+		e, gerr := l.kv.Get(rctx, l.key)
+		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return gerr
+		}
+		if gerr != nil || e.Operation() != jetstream.KeyValuePut || string(e.Value()) != string(l.record) {
+			l.fence.lose()
+			return errEvicted
+		}
+		sent = time.Now()
+		rev, err = l.renewAt(rctx, e.Revision())
 	}
 	if err != nil {
 		return err
 	}
-	l.rev = ack.Sequence
+	l.rev = rev
+	l.fence.extend(l.member.Epoch, sent, l.ttl)
 	return nil
 }
 
+// renewAt writes the record with the lease's TTL if the key is at rev.
+// (KV's Update carries no TTL: the write is published as KV does it.)
+func (l *lease) renewAt(ctx context.Context, rev uint64) (uint64, error) {
+	ack, err := l.js.Publish(ctx, "$KV."+l.kv.Bucket()+"."+l.key, l.record,
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
 // leave removes the key at once so the others take the lanes now, not a
-// lease later. The delete marker itself expires after markerTTL.
+// lease later; from then on the lanes send no pull request. The delete
+// marker itself expires after markerTTL.
 func (l *lease) leave(ctx context.Context, timeout time.Duration) error {
+	l.fence.leave()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return publishDelete(rctx, l.js, l.kv.Bucket(), l.key, l.rev)
@@ -206,18 +266,11 @@ func publishDelete(ctx context.Context, js jetstream.JetStream, bucket, key stri
 	return err
 }
 
-// recordLane says in the bucket that this instance serves lane since then.
-func recordLane(ctx context.Context, kv jetstream.KeyValue, scope, lane string, rec LaneServer) error {
-	rec.Since = rec.Since.UTC()
-	b, _ := json.Marshal(rec)
-	_, err := kv.Put(ctx, scope+".l."+lane, b)
-	return err
-}
-
 // memberEvent is one change seen by the membership watch; a nil-member
 // event with initial=true marks the end of the initial snapshot.
 type memberEvent struct {
 	instance string
+	epoch    string // of a live member
 	alive    bool
 	initial  bool
 }
@@ -234,7 +287,13 @@ func watchMembers(ctx context.Context, kv jetstream.KeyValue, scope string, time
 		if e == nil {
 			return memberEvent{initial: true}, true
 		}
-		return memberEvent{instance: strings.TrimPrefix(e.Key(), prefix), alive: e.Operation() == jetstream.KeyValuePut}, true
+		ev := memberEvent{instance: strings.TrimPrefix(e.Key(), prefix), alive: e.Operation() == jetstream.KeyValuePut}
+		if ev.alive {
+			var rec memberRecord
+			_ = json.Unmarshal(e.Value(), &rec) // no epoch: an older lanes work
+			ev.epoch = rec.Epoch
+		}
+		return ev, true
 	}), nil
 }
 
@@ -268,24 +327,20 @@ func follow[T any](ctx context.Context, w jetstream.KeyWatcher, size int, conv f
 	return out
 }
 
-// laneRecordEvent is a change of a lane record: who the bucket says serves it.
-type laneRecordEvent struct{ lane, instance string }
-
-// watchLaneRecords streams the design's lane records, so that an instance
-// can correct a record a former owner wrote after it (both write when
-// they start serving, and the writes can cross).
-func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string, timeout time.Duration) (<-chan laneRecordEvent, error) {
-	w, err := watch(ctx, kv, scope+".l.*", timeout, jetstream.IgnoreDeletes())
+// watchLaneRecords streams the names of the design's lanes whose records
+// change, so that a lane waiting for its holder's hand-over tries again
+// at once.
+func watchLaneRecords(ctx context.Context, kv jetstream.KeyValue, scope string, timeout time.Duration) (<-chan string, error) {
+	w, err := watch(ctx, kv, scope+".l.*", timeout, jetstream.UpdatesOnly())
 	if err != nil {
 		return nil, fmt.Errorf("watching the lane records: %w", err)
 	}
 	prefix := scope + ".l."
-	return follow(ctx, w, 256, func(e jetstream.KeyValueEntry) (laneRecordEvent, bool) {
-		var rec LaneServer
-		if e == nil || json.Unmarshal(e.Value(), &rec) != nil {
-			return laneRecordEvent{}, false
+	return follow(ctx, w, 256, func(e jetstream.KeyValueEntry) (string, bool) {
+		if e == nil {
+			return "", false
 		}
-		return laneRecordEvent{strings.TrimPrefix(e.Key(), prefix), rec.Instance}, true
+		return strings.TrimPrefix(e.Key(), prefix), true
 	}), nil
 }
 

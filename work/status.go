@@ -65,12 +65,20 @@ type Member struct {
 }
 
 // LaneServer is who serves a lane, as recorded by the instance that took it;
-// it is also the lane record's stored value (without Gone).
+// it is also the lane record's stored value (without Gone), which is the
+// lane's lock (see claim.go).
 type LaneServer struct {
 	Instance string    `json:"instance"`
 	Since    time.Time `json:"since"`
-	// Gone: that instance is no longer a member: its lanes wait for
-	// another instance (a lease, if it died) or for a worker to start.
+	// Epoch is the membership epoch the instance took the lane under: the
+	// lane is held while the instance's lease of that epoch lives.
+	Epoch string `json:"epoch,omitempty"`
+	// Released: the instance handed the lane over; whoever is next may
+	// take it.
+	Released bool `json:"released,omitempty"`
+	// Gone: that instance no longer serves the lane (it handed it over,
+	// or is no longer a member): the lane waits for another instance (a
+	// lease, if it died) or for a worker to start.
 	Gone bool `json:"gone,omitempty"`
 	// DeadLetter is where that instance parks poison messages, if it does.
 	DeadLetter string `json:"dead_letter,omitempty"`
@@ -136,7 +144,7 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 		}
 	}
 	for lane, ls := range out.Lanes {
-		ls.Gone = !live[ls.Instance]
+		ls.Gone = !live[ls.Instance] || ls.Released
 		out.Lanes[lane] = ls
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Instance < out.Members[j].Instance })

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,13 +67,20 @@ type Worker struct {
 
 	relist chan struct{}
 	wake   chan struct{}
+	// trouble: a lease renewal found no stream behind the membership
+	// bucket: the control loop checks whether it was deleted.
+	trouble chan struct{}
+
+	fenceV   *fence
+	replicas int // of the design's stream: the bucket is created with as many
 
 	mu           sync.Mutex
+	claimsAfter  time.Time // no lane is taken before (the bucket was recreated)
 	running      map[string]*lane
 	stats        map[string]*laneStats
 	lanes        map[string]*laneInfo
 	refused      map[string]string
-	members      map[string]bool
+	members      map[string]string // live instance -> its epoch
 	layouts      map[string]*planner.Layout
 	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
 	joined       bool
@@ -102,11 +110,13 @@ func New(nc *nats.Conn, cfg Config, h Handler) (*Worker, error) {
 		scope:        scope(cfg.Stream, cfg.Design),
 		relist:       make(chan struct{}, 1),
 		wake:         make(chan struct{}, 1),
+		trouble:      make(chan struct{}, 1),
+		fenceV:       newFence(cfg.Lease),
 		running:      map[string]*lane{},
 		stats:        map[string]*laneStats{},
 		lanes:        map[string]*laneInfo{},
 		refused:      map[string]string{},
-		members:      map[string]bool{},
+		members:      map[string]string{},
 		layouts:      map[string]*planner.Layout{},
 		deletedLanes: map[string]bool{},
 	}
@@ -141,31 +151,27 @@ func (w *Worker) ctx(parent context.Context) (context.Context, context.CancelFun
 // over at once and returns nil (or ErrGraceExpired, or ErrAborted).
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.abortFn()
-	replicas, err := w.checkServer(ctx)
-	if err != nil {
+	var err error
+	if w.replicas, err = w.checkServer(ctx); err != nil {
 		return err
 	}
 	sctx, cancel := w.ctx(ctx)
-	w.kv, err = openBucket(sctx, w.js, w.cfg.Bucket, replicas)
+	kv, err := openBucket(sctx, w.js, w.cfg.Bucket, w.replicas)
 	cancel()
 	if err != nil {
 		return err
 	}
+	w.setKV(kv)
 	if err := w.listLanes(ctx); err != nil {
 		return err
 	}
 	w.warnSettings()
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
-	events, err := watchMembers(watchCtx, w.kv, w.scope, w.cfg.Timeout)
+	ws, err := w.startWatches()
 	if err != nil {
 		return err
 	}
-	records, err := watchLaneRecords(watchCtx, w.kv, w.scope, w.cfg.Timeout)
-	if err != nil {
-		return err
-	}
-	ls := newLease(w.js, w.kv, w.scope, &w.cfg)
+	defer func() { ws.stop() }()
+	ls := newLease(w.js, kv, w.scope, &w.cfg, w.fenceV)
 	if err := ls.join(ctx, w.cfg.Timeout); err != nil {
 		return err
 	}
@@ -173,10 +179,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		"lanes", len(w.lanes), "lease", w.cfg.Lease.String())
 	unsub := w.followAdvisories()
 	defer unsub()
+	conn := w.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING)
+	defer w.nc.RemoveStatusListener(conn)
 
-	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
-	hbDone := make(chan struct{})
-	go w.heartbeat(hbCtx, ls, hbDone)
+	hb := w.startHeartbeat(ls)
 	relistTicker := time.NewTicker(w.cfg.Relist)
 	defer relistTicker.Stop()
 	listed := make(chan error, 1)
@@ -187,38 +193,77 @@ func (w *Worker) Run(ctx context.Context) error {
 	debounce.Stop()
 	debouncing := false
 	snapshot := false // the watch's initial values are in
+	// repair: the membership watches ended (or a renewal found no
+	// bucket): check the bucket, recreate it if it was deleted, watch
+	// again; retried with a growing delay until it works.
+	repair := time.NewTimer(time.Hour)
+	repair.Stop()
+	repairEvery := time.Second
+	needRepair := func() {
+		if ws != nil {
+			ws.stop()
+			ws = nil
+			w.mu.Lock()
+			clear(w.members)
+			w.mu.Unlock()
+			snapshot = false
+		}
+		repair.Reset(0)
+	}
 
 	for {
+		var members <-chan memberEvent
+		var records <-chan string
+		if ws != nil {
+			members, records = ws.members, ws.records
+		}
 		select {
 		case <-ctx.Done():
-			stopHeartbeat()
-			<-hbDone
+			hb.stop()
 			return w.shutdown(ls)
 		case <-w.abort.Done():
-			stopHeartbeat()
-			<-hbDone
+			hb.stop()
 			return w.shutdown(ls)
-		case ev, ok := <-events:
+		case ev, ok := <-members:
 			if !ok {
-				// The watch ended (its consumer lost): start another.
 				w.log.Warn("membership watch ended; watching again")
-				if events, err = watchMembers(watchCtx, w.kv, w.scope, w.cfg.Timeout); err != nil {
-					stopHeartbeat()
-					<-hbDone
-					w.Abort()
-					w.shutdown(ls)
-					return err
-				}
-				w.mu.Lock()
-				clear(w.members)
-				w.mu.Unlock()
-				snapshot = false
+				needRepair()
 				continue
 			}
 			w.applyMember(ev)
 			if ev.initial {
 				snapshot = true
 			}
+		case lane, ok := <-records:
+			if !ok {
+				w.log.Warn("lane records watch ended; watching again")
+				needRepair()
+				continue
+			}
+			w.wakeLane(lane)
+			continue
+		case <-w.trouble:
+			needRepair()
+			continue
+		case <-repair.C:
+			if err := w.repair(ctx, ls, hb); err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("cannot watch the membership; trying again", "error", err, "retry_in", repairEvery.String())
+				}
+				repair.Reset(repairEvery)
+				repairEvery = min(2*repairEvery, 10*time.Second)
+				continue
+			}
+			if ws, err = w.startWatches(); err != nil {
+				ws = nil
+				repair.Reset(repairEvery)
+				continue
+			}
+			repairEvery = time.Second
+			continue
+		case st := <-conn:
+			w.connectionChanged(st)
+			continue
 		case <-relistTicker.C:
 			if !listing {
 				listing = true
@@ -243,13 +288,6 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.log.Warn("cannot list the lanes; keeping the last listing", "error", err)
 			}
 		case <-w.wake:
-		case rec, ok := <-records:
-			if !ok {
-				records = nil // inspect may show a stale owner; serving is unaffected
-				continue
-			}
-			w.correctRecord(rec)
-			continue
 		}
 		if snapshot {
 			w.rebalance()
@@ -309,41 +347,20 @@ func (w *Worker) warnSettings() {
 	}
 }
 
-// heartbeat renews the lease every third of it.
-func (w *Worker) heartbeat(ctx context.Context, ls *lease, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(w.cfg.Lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := ls.renew(ctx, w.cfg.Timeout)
-		switch {
-		case errors.Is(err, errEvicted):
-			// Rejoined here, where the lease's revision is kept.
-			if err := ls.rejoin(ctx, w.cfg.Timeout, w.log); err != nil && ctx.Err() == nil {
-				w.log.Error("cannot rejoin the membership", "error", err)
-			}
-		case err != nil && ctx.Err() == nil:
-			w.log.Warn("cannot renew the membership lease", "error", err)
-		}
-	}
-}
-
 func (w *Worker) applyMember(ev memberEvent) {
 	if ev.instance == "" {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	was := w.members[ev.instance]
+	_, was := w.members[ev.instance]
 	if ev.alive {
-		w.members[ev.instance] = true
+		w.members[ev.instance] = ev.epoch
 	} else {
 		delete(w.members, ev.instance)
+	}
+	for _, l := range w.running {
+		l.wake() // a lane waiting for a departed holder may take it now
 	}
 	if was != ev.alive && ev.instance != w.cfg.Instance {
 		if ev.alive {
@@ -429,17 +446,27 @@ func (w *Worker) laneDeleted(name string) {
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	_ = publishDelete(ctx, w.js, w.kv.Bucket(), w.scope+".l."+name, 0)
+	r := w.records()
+	_ = publishDelete(ctx, w.js, r.kv.Bucket(), r.key(name), 0)
 	w.relistSoon()
 }
 
 // followAdvisories re-lists as soon as a consumer of the stream is created,
 // deleted, paused or resumed (a repartition's new lanes, their resume, a
-// prune), not at the next tick.
+// prune), not at the next tick, and makes a lane pull again when its
+// consumer gets a new leader (a cluster node lost).
 func (w *Worker) followAdvisories() func() {
 	var subs []*nats.Subscription
-	for _, kind := range []string{"CREATED", "DELETED", "PAUSE"} {
-		s, err := w.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER."+kind+"."+w.cfg.Stream+".*", func(*nats.Msg) { w.relistSoon() })
+	for _, kind := range []string{"CREATED", "DELETED", "PAUSE", "LEADER_ELECTED"} {
+		s, err := w.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER."+kind+"."+w.cfg.Stream+".*", func(m *nats.Msg) {
+			if kind == "LEADER_ELECTED" {
+				// The lane's pull requests waited at the old leader: ask
+				// the new one at once.
+				w.resumeLane(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+				return
+			}
+			w.relistSoon()
+		})
 		if err != nil {
 			w.log.Debug("cannot follow consumer advisories; relying on periodic listing", "error", err)
 			continue
@@ -471,7 +498,9 @@ func (w *Worker) rebalance() {
 	}
 	members := slices.Collect(maps.Keys(w.members))
 	mine := map[string]bool{}
-	if w.members[w.cfg.Instance] && w.abort.Err() == nil {
+	_, member := w.members[w.cfg.Instance]
+	epoch, _ := w.fenceV.current()
+	if member && w.abort.Err() == nil && w.fenceV.holds(epoch) {
 		// Each generation (partition count) is spread on its own, so a
 		// repartition's new lanes appearing moves none of the old ones
 		// while they drain, and both generations are spread evenly.
@@ -507,7 +536,6 @@ func (w *Worker) rebalance() {
 		}
 		l := newLane(w, w.lanes[name], s)
 		w.running[name] = l
-		s.serving.Store(true)
 		took = append(took, name)
 		go func() {
 			l.run()
@@ -533,8 +561,9 @@ func (w *Worker) whenDone(l *lane) {
 
 // shutdown: stop taking messages, leave the membership at once (the others
 // take the lanes now; their first message of each lane comes after this
-// instance's ack, max ack pending being 1), let the messages in flight
-// finish within the grace period, ack them, hand them back if it ends.
+// instance's ack, max ack pending being 1, and this instance sends no pull
+// request from then on), let the messages in flight finish within the
+// grace period, ack them, hand them back if it ends.
 func (w *Worker) shutdown(ls *lease) error {
 	w.mu.Lock()
 	lanes := slices.Collect(maps.Values(w.running))
@@ -585,30 +614,6 @@ func (w *Worker) unpin(lane, group string) {
 	err := w.api.Write(context.Background(), "CONSUMER.UNPIN."+w.cfg.Stream+"."+lane, map[string]string{"group": group}, nil)
 	if err != nil {
 		w.log.Warn("cannot unpin the lane: its pin moves after its pinned TTL", "lane", lane, "error", err)
-	}
-}
-
-// correctRecord rewrites a lane record that names another instance while
-// this one serves the lane.
-func (w *Worker) correctRecord(rec laneRecordEvent) {
-	if rec.instance == w.cfg.Instance {
-		return
-	}
-	w.mu.Lock()
-	l := w.running[rec.lane]
-	w.mu.Unlock()
-	if l != nil && !l.releasing() {
-		go w.recordLane(rec.lane, l.since)
-	}
-}
-
-// recordLane writes who serves the lane, for inspect; best effort.
-func (w *Worker) recordLane(lane string, since time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	defer cancel()
-	rec := LaneServer{Instance: w.cfg.Instance, Since: since, DeadLetter: w.cfg.DeadLetter}
-	if err := recordLane(ctx, w.kv, w.scope, lane, rec); err != nil {
-		w.log.Debug("cannot record the lane's owner", "lane", lane, "error", err)
 	}
 }
 

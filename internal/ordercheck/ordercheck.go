@@ -1,0 +1,186 @@
+// Package ordercheck judges real lanes work runs with the project's order
+// judge (sim/record): a known sequence of messages is published on a
+// design's keys, every execution of a handler reports when it began and
+// how it ended, and the judge counts per-key order violations,
+// redeliveries and what never ran. Tests only.
+//
+// The stream must be fresh: a message's stream sequence is its index in
+// the sequence plus one.
+package ordercheck
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/workload"
+)
+
+// Run is one judged run.
+type Run struct {
+	W     *workload.Workload
+	Rec   *record.Recorder
+	start time.Time
+	lanes int
+
+	mu    sync.Mutex
+	work  func(instance string) time.Duration // how long a handler works, per instance
+	execs map[string]int                      // executions per instance
+}
+
+// New makes a run of perKey messages for each of keys, round robin, on
+// plan p's subjects. Every handler works for work(instance) (a handler
+// cancelled first reports a crash: nothing applied).
+func New(t testing.TB, p *planner.Plan, keys []string, perKey int, work func(instance string) time.Duration) *Run {
+	t.Helper()
+	ks, err := workload.NamedKeys(keys, p.SubjectForKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make([]int, 0, len(keys)*perKey)
+	for i := 0; i < perKey; i++ {
+		for k := range keys {
+			order = append(order, k)
+		}
+	}
+	w, err := workload.Sequence(workload.Spec{Keys: ks}, order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partition := make([]int, len(keys))
+	for k, s := range ks.Subjects {
+		l, ok := p.LaneOf(s)
+		if !ok {
+			t.Fatalf("no lane for %s", s)
+		}
+		partition[k] = l.Partition
+	}
+	laneOf := func(msg int) int { return partition[w.Messages[msg].Key] }
+	return &Run{W: w, Rec: record.New(w, "lanes work", p.Design.Partitions, 1, laneOf, record.Plain),
+		start: time.Now(), lanes: p.Design.Partitions, work: work, execs: map[string]int{}}
+}
+
+// SetWork changes how long handlers work from now on.
+func (r *Run) SetWork(work func(instance string) time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.work = work
+}
+
+// Publish publishes the messages in order, every gap (0: at once), and
+// returns when all are stored; it stops early when ctx ends.
+func (r *Run) Publish(ctx context.Context, t testing.TB, js jetstream.JetStream, gap time.Duration) {
+	t.Helper()
+	for i := range r.W.Messages {
+		if gap > 0 && i > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(gap):
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ack, err := js.Publish(pctx, r.W.Subject(i), []byte(strconv.Itoa(i)))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("publish message %d: %v", i+1, err)
+			}
+			return
+		}
+		if ack.Sequence != uint64(i+1) {
+			t.Errorf("message %d stored at sequence %d: the stream was not fresh", i+1, ack.Sequence)
+			return
+		}
+	}
+}
+
+// Execute runs one execution of the message at stream sequence seq on
+// lane partition by instance: it reports its beginning, works, and
+// reports a crash if ctx ends first. It returns whether it finished.
+func (r *Run) Execute(ctx context.Context, instance string, partition int, seq uint64) bool {
+	msg := int(seq) - 1
+	if msg < 0 || msg >= len(r.W.Messages) {
+		return true // not one of the run's messages
+	}
+	r.mu.Lock()
+	d := r.work(instance)
+	r.execs[instance]++
+	r.mu.Unlock()
+	e := r.Rec.Begin(msg, partition, time.Since(r.start))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		r.Rec.End(e, time.Since(r.start), record.Done)
+		return true
+	case <-ctx.Done():
+		r.Rec.End(e, time.Since(r.start), record.Crashed)
+		return false
+	}
+}
+
+// Executions counts the executions each instance began.
+func (r *Run) Executions() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range r.execs {
+		out[k] = v
+	}
+	return out
+}
+
+// Handler is an HTTP handler service for lanes work --http: each POST is
+// an execution (Lanes-Instance, Lanes-Partition, Lanes-Seq); 200 when it
+// finished. It is closed when the test ends.
+func (r *Run) Handler(t testing.TB) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		seq, _ := strconv.ParseUint(req.Header.Get("Lanes-Seq"), 10, 64)
+		part, _ := strconv.Atoi(req.Header.Get("Lanes-Partition"))
+		if !r.Execute(req.Context(), req.Header.Get("Lanes-Instance"), part, seq) {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Done reports whether every message has finished at least once.
+func (r *Run) Done() bool { return r.Rec.Result().Unfinished == 0 }
+
+// Check fails the test on any order violation or message never finished,
+// and returns the result for further checks.
+func (r *Run) Check(t testing.TB) record.Result {
+	t.Helper()
+	res := r.Rec.Result()
+	if res.OrderViolations != 0 {
+		t.Errorf("%d order violations (a key's message began before its predecessor finished, beside an earlier one, or after a later one)", res.OrderViolations)
+	}
+	if res.Unfinished != 0 {
+		t.Errorf("%d of %d messages never finished", res.Unfinished, res.Messages)
+	}
+	if !res.FinalStateCorrect {
+		t.Errorf("the final state is not every key's last message")
+	}
+	t.Logf("judge: %s", Summary(res))
+	return res
+}
+
+// Summary is one line of the judge's figures.
+func Summary(res record.Result) string {
+	return fmt.Sprintf("%d messages, %d executions, %d redelivered, %d duplicates, %d crashed, %d violations, %d unfinished",
+		res.Messages, res.Executions, res.Redeliveries, res.Duplicates, res.Crashes, res.OrderViolations, res.Unfinished)
+}

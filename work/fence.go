@@ -1,0 +1,156 @@
+package work
+
+import (
+	"sync"
+	"time"
+)
+
+// fence says whether this instance may still act as the owner of the lanes
+// it took. A lane is held under a membership epoch (one life of the
+// instance's lease key): the others take its lanes only once that key is
+// gone (expired, removed) or carries another epoch, and the key cannot be
+// gone before the last renewal this instance sent plus the lease. So the
+// epoch is good on this instance's monotonic clock until then, less a
+// margin; after that, or once the lease is known lost or left, the lanes
+// of the epoch send no pull request and run no delivery they receive.
+//
+// Stale writes are what this guards against: an instance frozen (SIGSTOP,
+// a long pause) or cut off with a pull request in its write buffer sends
+// it when it comes back, after its successor took the lane; whatever that
+// request brings is dropped unrun, and comes back to the successor after
+// its ack wait.
+type fence struct {
+	margin time.Duration
+
+	mu     sync.Mutex
+	epoch  string
+	until  time.Time     // monotonic: the epoch's lease cannot have run out before this
+	left   bool          // the instance left the membership: no more pulls
+	lapsed chan struct{} // closed when the epoch ends without a leave
+	timer  *time.Timer
+}
+
+// fenceMargin is how much sooner than its lease an epoch ends: far more
+// than two clocks can drift apart over a lease, and the server expires a
+// key a second or more after its TTL anyway.
+func fenceMargin(lease time.Duration) time.Duration { return max(lease/10, 100*time.Millisecond) }
+
+func newFence(lease time.Duration) *fence {
+	return &fence{margin: fenceMargin(lease), lapsed: make(chan struct{})}
+}
+
+// begin starts a new epoch whose key was written at sent (before the
+// request went out) with the given lease.
+func (f *fence) begin(epoch string, sent time.Time, lease time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopTimer()
+	f.epoch, f.left, f.lapsed = epoch, false, make(chan struct{})
+	f.extendLocked(sent, lease)
+}
+
+// extend follows a renewal of epoch confirmed by the server, sent at sent.
+// A renewal confirmed after the epoch lapsed does not revive it: its
+// lanes have stopped, and the instance joins again under a new epoch.
+func (f *fence) extend(epoch string, sent time.Time, lease time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if epoch != f.epoch || f.isLapsed() {
+		return
+	}
+	f.extendLocked(sent, lease)
+}
+
+func (f *fence) extendLocked(sent time.Time, lease time.Duration) {
+	until := sent.Add(lease - f.margin)
+	if until.Before(f.until) && f.timer != nil {
+		return
+	}
+	f.until = until
+	f.stopTimer()
+	lapsed, epoch := f.lapsed, f.epoch
+	f.timer = time.AfterFunc(time.Until(until), func() { f.lapse(epoch, lapsed) })
+}
+
+// lapse ends epoch (if it is still the current one): its lease may have
+// run out, or is known lost.
+func (f *fence) lapse(epoch string, lapsed chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if epoch != f.epoch || f.lapsed != lapsed || f.isLapsed() {
+		return
+	}
+	f.stopTimer()
+	close(f.lapsed)
+}
+
+// lose ends the current epoch at once: its key is known to be gone.
+func (f *fence) lose() {
+	f.mu.Lock()
+	epoch, lapsed := f.epoch, f.lapsed
+	f.mu.Unlock()
+	f.lapse(epoch, lapsed)
+}
+
+// leave marks the epoch left: no more pull requests, but the messages in
+// flight still finish and are acked (a stop hands the lanes over).
+func (f *fence) leave() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.left = true
+}
+
+// current returns the epoch and a channel closed when it lapses.
+func (f *fence) current() (string, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch, f.lapsed
+}
+
+// standing is what lanes taken under an epoch may still do.
+type standing int
+
+const (
+	// standHeld: pull, and run what comes.
+	standHeld standing = iota
+	// standLeft: the instance left the membership (a stop): no more pulls;
+	// what is in flight finishes and is acked, what arrives is handed
+	// back.
+	standLeft
+	// standLapsed: the epoch's lease may have run out, or is known lost:
+	// another instance may hold the lanes. No more pulls, and what
+	// arrives is dropped unrun (no nak: it may be running elsewhere).
+	standLapsed
+)
+
+// check says where lanes taken under epoch stand.
+func (f *fence) check(epoch string) standing {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case epoch == "" || epoch != f.epoch || f.isLapsed() || !time.Now().Before(f.until):
+		return standLapsed
+	case f.left:
+		return standLeft
+	}
+	return standHeld
+}
+
+// holds: lanes taken under epoch may still pull and run what comes.
+func (f *fence) holds(epoch string) bool { return f.check(epoch) == standHeld }
+
+func (f *fence) isLapsed() bool {
+	select {
+	case <-f.lapsed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *fence) stopTimer() {
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+}
