@@ -59,6 +59,20 @@ func (r *Relay) Thaw() {
 	}
 }
 
+// Cut closes every connection it carries at once, dropping whatever it
+// holds for them, and lets new connections through: after a Freeze, the
+// peers never see what the other side said last (a server that crashed
+// rather than said goodbye).
+func (r *Relay) Cut() {
+	r.mu.Lock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.conns = nil
+	r.mu.Unlock()
+	r.Thaw()
+}
+
 func (r *Relay) gate() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
