@@ -3,6 +3,7 @@ package health_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,27 @@ func (b *build) add(c jetstream.ConsumerConfig) *jetstream.ConsumerInfo {
 	b.s.Consumers.Consumers = append(b.s.Consumers.Consumers, ci)
 	b.s.Info.State.Consumers++
 	return ci
+}
+
+// design puts the lanes of another design with the same mapping on the
+// stream (two services that each want every message in key order), but
+// for the partitions in skip.
+func (b *build) design(name string, skip ...int) *planner.Plan {
+	d := b.p.Design
+	d.Name = name
+	p, err := planner.New(d)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for i, c := range p.Consumers {
+		if slices.Contains(skip, i) {
+			continue
+		}
+		var cc jetstream.ConsumerConfig
+		natstest.Convert(b.t, c, &cc)
+		b.add(cc)
+	}
+	return p
 }
 
 // lane is lane i's consumer info, to edit.
@@ -328,6 +350,39 @@ func TestJudgeFindings(t *testing.T) {
 			},
 			want:     []string{"critical overlap overlap-copy", "critical overlap two-partitions"},
 			contains: []string{"partition 2 of"},
+		},
+		{
+			name: "two designs on one stream share its transform: each lane gets every message of its partition, not an overlap",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap: func(b *build) { b.design("audit") },
+		},
+		{
+			name: "two designs on one stream: a second lane of the same design on a partition is still an overlap",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap: func(b *build) {
+				b.design("audit")
+				b.add(jetstream.ConsumerConfig{Durable: "audit-copy", FilterSubject: b.p.Lanes[1].Filter,
+					AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1, Metadata: b.lane(1).Config.Metadata})
+			},
+			want:     []string{"critical overlap audit-copy"},
+			contains: []string{"partition 1 of", "(audit-copy, shared-n4-01)"},
+		},
+		{
+			name: "two designs on one stream: a consumer lanes did not create on a partition competes with every design's lane",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap: func(b *build) {
+				b.design("audit")
+				b.add(jetstream.ConsumerConfig{Durable: "worker-1", FilterSubject: b.p.Lanes[3].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1})
+			},
+			want:     []string{"critical duplicate_durable worker-1"},
+			contains: []string{"durable consumers audit-n4-03, shared-n4-03, worker-1 all filter"},
+		},
+		{
+			name:     "two designs on one stream: a partition one design has no lane for is that design's gap",
+			plan:     func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap:     func(b *build) { b.design("audit", 2) },
+			want:     []string{"critical gap"},
+			contains: []string{"partition(s) 2 of", "have no lane of design audit (1 of 4)"},
 		},
 		{
 			name: "duplicate_durable: a durable per worker on one lane's filter",

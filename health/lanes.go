@@ -22,6 +22,11 @@ type judge struct {
 	headsTimedOut int
 	// mismatched are lanes whose metadata names another partition than their filter.
 	mismatched map[string]int
+	// lanes indexes the report's lanes by name, once recognised.
+	lanes map[string]*Lane
+	// design is the design inspected (Options.Design, or the design
+	// file's), "" for every lane on the stream.
+	design string
 }
 
 func (j *judge) add(f Finding) { j.report.Findings = append(j.report.Findings, f) }
@@ -148,6 +153,10 @@ func (j *judge) recognise(listing *jsapi.Listing, layouts []*layout) coverage {
 		}
 		return x.Name < y.Name
 	})
+	j.lanes = make(map[string]*Lane, len(j.report.Lanes))
+	for i := range j.report.Lanes {
+		j.lanes[j.report.Lanes[i].Name] = &j.report.Lanes[i]
+	}
 	return cover
 }
 
