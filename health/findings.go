@@ -609,23 +609,41 @@ func subjectMatches(pattern, subject string) bool {
 	return len(pt) == len(st)
 }
 
-// drift: the design file and the stream disagree on the mapping.
+// drift: the design file's mapping is not the one in force on the server
+// (the stream's transform, or with mapping: account the one the design's
+// lanes are on), or the stream has another transform beside it. The
+// file is older than the server (lanes apply --partitions 16 while it
+// says 8), or a repartition is in progress: a warning, and gaps are
+// judged against the mapping in force.
 func (j *judge) drift(layouts []*layout) {
-	var design, stream *layout
+	var design, other *layout
 	for _, l := range layouts {
-		switch l.Origin {
-		case "design":
+		switch {
+		case l.Origin == "design":
 			design = l
-		case "stream":
-			stream = l
+		case l.Current && (other == nil || l.Origin == "stream"):
+			other = l
 		}
 	}
-	if design == nil || stream == nil || !design.Current || design == stream {
+	if design == nil || other == nil || design.Current && other.Origin != "stream" {
 		return
 	}
-	j.add(Finding{Severity: Warning, Code: "mapping_drift",
-		Message: fmt.Sprintf("the stream maps %s -> %s, the design %s -> %s", stream.Source, stream.Destination, design.Source, design.Destination),
-		Advice:  "lanes apply -f <design file> --dry-run shows the change; mid-repartition this is expected until it completes"})
+	where := "the stream maps"
+	if other.Origin != "stream" {
+		where = "the design's lanes on the server are on"
+		if j.design != "" {
+			where = fmt.Sprintf("design %s's lanes on the server are on", j.design)
+		}
+	}
+	f := Finding{Severity: Warning, Code: "mapping_drift",
+		Message: fmt.Sprintf("the design file maps %s -> %s (%d partitions), but %s %s -> %s (%d partitions)",
+			design.Source, design.Destination, design.Partitions, where, other.Source, other.Destination, other.Partitions),
+		Advice: "lanes apply -f <design file> --dry-run shows the change; mid-repartition this is expected until it completes"}
+	if !design.Current {
+		f.Message += fmt.Sprintf(": the server was changed after the file (lanes apply --partitions %d does that), or a repartition is in progress. New messages go through the server's mapping: gaps are judged against it", other.Partitions)
+		f.Advice = fmt.Sprintf("if the server is right, update the design file (partitions: %d) so the next lanes apply -f does not repartition back; lanes apply -f <design file> --dry-run shows what applying the file as it is would change", other.Partitions)
+	}
+	j.add(f)
 }
 
 // workerFindings: what the membership bucket says beyond single lanes:

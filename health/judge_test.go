@@ -63,6 +63,13 @@ func (b *build) design(name string, skip ...int) *planner.Plan {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	b.lanesOf(p, skip...)
+	return p
+}
+
+// lanesOf puts the lanes of p on the stream, but for the partitions in
+// skip.
+func (b *build) lanesOf(p *planner.Plan, skip ...int) {
 	for i, c := range p.Consumers {
 		if slices.Contains(skip, i) {
 			continue
@@ -71,7 +78,6 @@ func (b *build) design(name string, skip ...int) *planner.Plan {
 		natstest.Convert(b.t, c, &cc)
 		b.add(cc)
 	}
-	return p
 }
 
 // lane is lane i's consumer info, to edit.
@@ -571,10 +577,52 @@ func TestJudgeFindings(t *testing.T) {
 			want: []string{"info heads_timeout"},
 		},
 		{
-			name: "mapping_drift: the design file and the stream disagree",
+			name: "mapping_drift, no gap: the design file (8) is older than the stream (4); gaps are judged against the stream's mapping",
 			plan: func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
 			opts: func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
-			want: []string{"critical gap", "warning mapping_drift"},
+			want: []string{"warning mapping_drift"},
+			contains: []string{"the design file maps drift.received_from.* -> drift.received_from.n8.{{partition(8,1)}}.{{wildcard(1)}} (8 partitions), but the stream maps drift.received_from.* -> drift.received_from.n4.{{partition(4,1)}}.{{wildcard(1)}} (4 partitions)",
+				"the server was changed after the file (lanes apply --partitions 4 does that)", "gaps are judged against it"},
+		},
+		{
+			name:     "mapping_drift: a partition without a lane in the mapping in force is still a gap",
+			plan:     func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
+			snap:     func(b *build) { b.drop(2) },
+			opts:     func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
+			want:     []string{"critical gap", "warning mapping_drift"},
+			contains: []string{"partition(s) 2 of drift.received_from.n4."},
+		},
+		{
+			name: "mapping_drift, no gap, account mapping: the design's lanes say which mapping is in force",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			opts: func(o *health.Options) {
+				o.Plan = natstest.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			want:     []string{"warning mapping_drift"},
+			contains: []string{"(8 partitions), but design acct's lanes on the server are on acct.received_from.* -> acct.received_from.n4."},
+		},
+		{
+			name: "account mapping mid-repartition: lanes on the file's mapping too, which is judged",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			snap: func(b *build) {
+				// the new n8 lanes, held, but partition 5's
+				b.lanesOf(natstest.Plan(b.t, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount }), 5)
+				for _, ci := range b.s.Consumers.Consumers {
+					if strings.Contains(ci.Name, "-n8-") {
+						ci.Config.Metadata[health.MetaHeld] = "repartition"
+						ci.Paused = true
+					}
+				}
+			},
+			opts: func(o *health.Options) {
+				o.Plan = natstest.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			want:     []string{"critical gap", "info held acct-n8-00", "info held acct-n8-01", "info held acct-n8-02", "info held acct-n8-03", "info held acct-n8-04", "info held acct-n8-06", "info held acct-n8-07"},
+			contains: []string{"partition(s) 5 of acct.received_from.n8."},
 		},
 		{
 			name: "no_lanes of the design asked for",

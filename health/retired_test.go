@@ -103,6 +103,19 @@ func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
 					t.Fatalf("retired finding: %+v", f)
 				}
 			}
+			// The design file still says 4 (the README's worker loop changes
+			// the count on the command line): the mapping in force is the
+			// stream's, or with an account mapping the one the lanes are
+			// on. No gap, nothing critical; the drift is a warning.
+			_, r := e.read(p6.Stream.Name, func(o *health.Options) { o.Plan = p4 })
+			for _, f := range r.Findings {
+				if f.Severity == health.Critical {
+					t.Fatalf("a design file older than the server judged as a critical fault:\n%s", findingsText(r))
+				}
+			}
+			if f := mustFind(t, r, "mapping_drift", "", health.Warning); !strings.Contains(f.Message, "(6 partitions)") {
+				t.Fatalf("drift: %+v", f)
+			}
 			if mapping != planner.MappingAccount {
 				return
 			}
