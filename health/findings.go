@@ -533,7 +533,10 @@ func (j *judge) placementFindings(info *jetstream.StreamInfo) {
 // before apply deleted the lanes, so they only take space. One info
 // finding per retired generation, with purge advice bounded by the
 // retirement sequence (a purge that cannot reach a message stored after
-// it). It returns what is left: messages no lane delivers.
+// it). A message stored under its subjects after the retirement (found by
+// Read: published around the mapping, or by a server still mapping to
+// the generation) was processed by nobody: the finding says so, and is a
+// warning. It returns what is left: messages no lane delivers.
 func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64) (msgs uint64, subjects int, sample []string) {
 	type gen struct {
 		design string
@@ -585,11 +588,18 @@ func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64)
 		if g.msgs == 0 {
 			continue
 		}
-		j.add(Finding{Severity: Info, Code: "retired",
-			Message: fmt.Sprintf("%d message(s) on %d subject(s) of design %s's retired generation %s (%s): its lanes processed every message up to stream sequence %d before lanes apply retired them, so no lane needs to deliver them (one stored after it, published around the mapping, was processed by nobody)",
+		f := Finding{Severity: Info, Code: "retired",
+			Message: fmt.Sprintf("%d message(s) on %d subject(s) of design %s's retired generation %s (%s): its lanes processed every message up to stream sequence %d before lanes apply retired them, so no lane needs to deliver them",
 				g.msgs, g.subs, g.design, planner.Generation(g.n), g.rec.Subjects, g.rec.RetiredSeq),
 			Advice: fmt.Sprintf("they only take space until the stream's limits remove them; to remove them now (never a message stored after the retirement): nats stream purge %s --subject '%s' --seq %d",
-				j.report.Stream, g.rec.Subjects, g.rec.RetiredSeq+1)})
+				j.report.Stream, g.rec.Subjects, g.rec.RetiredSeq+1)}
+		if m, ok := j.afterRetirement[converge.GenerationKey(g.design, g.n)]; ok {
+			f.Severity = Warning
+			f.Message += fmt.Sprintf("; but message(s) stored after it, the first at seq %d (%s), published around the mapping or by a server still mapping to %s, were processed by nobody",
+				m.Seq, planner.Printable(m.Subject, 200), planner.Generation(g.n))
+			f.Advice = fmt.Sprintf("the messages stored after seq %d were processed by no lane: republish them through the mapping, or drop them deliberately; ", g.rec.RetiredSeq) + f.Advice
+		}
+		j.add(f)
 	}
 	return msgs, subjects, sample
 }

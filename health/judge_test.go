@@ -220,6 +220,7 @@ func TestJudgeFindings(t *testing.T) {
 		opts     func(*health.Options)
 		want     []string
 		contains []string // in the first finding's message
+		lacks    []string // in no finding's message
 	}{
 		{
 			name: "healthy: a fresh backlog and lanes at rest",
@@ -448,6 +449,33 @@ func TestJudgeFindings(t *testing.T) {
 			},
 			want:     []string{"warning unpartitioned", "info retired"},
 			contains: []string{"1 message(s) on 1 subject(s)", "gen.received_from.stray"},
+		},
+		{
+			name: "retired, nothing stored after the retirement: no message is said to be lost",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			snap: func(b *build) {
+				b.store("gen.received_from.n4.1.alice", time.Hour)
+				b.store("gen.received_from.n4.3.bob", time.Hour)
+				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+			},
+			want:     []string{"info retired"},
+			contains: []string{"2 message(s) on 2 subject(s) of design gen's retired generation n4", "processed every message up to stream sequence 2"},
+			lacks:    []string{"processed by nobody", "stored after"},
+		},
+		{
+			name: "retired, a message stored after the retirement (around the mapping): processed by nobody, a warning",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			snap: func(b *build) {
+				b.store("gen.received_from.n4.1.alice", time.Hour)
+				b.store("gen.received_from.n4.3.bob", time.Hour)
+				late := b.store("gen.received_from.n4.0.carol", time.Minute)
+				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+				b.s.AfterRetirement = map[string]jsapi.Msg{converge.GenerationKey("gen", 4): late}
+			},
+			want:     []string{"warning retired"},
+			contains: []string{"3 message(s) on 3 subject(s)", "stored after it, the first at seq 3 (gen.received_from.n4.0.carol)", "processed by nobody"},
 		},
 		{
 			name: "placement_unchecked: more subjects than inspect reads",
@@ -778,6 +806,13 @@ func TestJudgeFindings(t *testing.T) {
 			for _, s := range c.contains {
 				if !strings.Contains(r.Findings[0].Message, s) {
 					t.Fatalf("%s: %q not in %q", r.Findings[0].Code, s, r.Findings[0].Message)
+				}
+			}
+			for _, s := range c.lacks {
+				for _, f := range r.Findings {
+					if strings.Contains(f.Message, s) {
+						t.Fatalf("%s: %q in %q", f.Code, s, f.Message)
+					}
 				}
 			}
 		})

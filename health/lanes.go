@@ -27,6 +27,8 @@ type judge struct {
 	// design is the design inspected (Options.Design, or the design
 	// file's), "" for every lane on the stream.
 	design string
+	// afterRetirement is Snapshot.AfterRetirement.
+	afterRetirement map[string]jsapi.Msg
 }
 
 func (j *judge) add(f Finding) { j.report.Findings = append(j.report.Findings, f) }
