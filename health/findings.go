@@ -362,7 +362,7 @@ func (j *judge) overlapFinding(l *layout, p int, names []string) Finding {
 	}
 	return Finding{Severity: Critical, Code: "overlap", Lane: subject,
 		Message: fmt.Sprintf("partition %d of %s is delivered by %d consumers (%s): its keys are processed more than once, concurrently", p, l.Destination, len(names), list),
-		Advice:  "keep one lane per partition and delete the others"}
+		Advice:  "keep one lane per partition and design, and delete the others"}
 }
 
 // gaps finds partitions without a lane. Layouts that receive new messages
