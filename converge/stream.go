@@ -108,9 +108,9 @@ func sharedMappingChange(stream, design string, others []string, got, want *plan
 	if len(others) > 1 {
 		designs = "designs " + strings.Join(others, ", ")
 	}
-	share := "its mapping"
+	share := "the same mapping"
 	if old, err := planner.ParseLayout(got.Source, got.Destination); err == nil {
-		share = fmt.Sprintf("its mapping (%d partitions, the same subjects)", old.Partitions)
+		share = fmt.Sprintf("the same mapping (%d partitions, the same subjects)", old.Partitions)
 	}
 	wantN := ""
 	if nu, err := planner.ParseLayout(want.Source, want.Destination); err == nil {
