@@ -817,3 +817,72 @@ func TestInspectWords(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectTwoDesignsOnOneStream: two designs with the same partition
+// count share the stream's transform, and each design's lanes get every
+// message (two services that each want all updates in key order): not an
+// overlap. A worker with its own durable on a lane's filter still is.
+func TestInspectTwoDesignsOnOneStream(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	for _, name := range []string{"orders", "audit"} {
+		if code, out, errs := lanes(t, append(applyArgs("-s", srv.URL()), "--name", name)...); code != 0 {
+			t.Fatalf("apply %s: exit %d\n%s\n%s", name, code, out, errs)
+		}
+	}
+	users := []string{"alice", "bob", "carol", "dave", "erin", "frank"}
+	for _, u := range users {
+		natstest.Publish(t, js, "msgs.received_from."+u)
+	}
+	inspect := []string{"inspect", "-s", srv.URL(), "--stream", "ORDERS", "-o", "json", "--fail-on", "severity>=critical"}
+	var doc inspectDoc
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, out, errs := lanesRun(inspect...)
+		doc = decode(t, out)
+		backlog := map[string]uint64{}
+		for _, l := range doc.Lanes {
+			backlog[strings.SplitN(l.Name, "-", 2)[0]] += l.Backlog
+		}
+		if code != 0 {
+			t.Fatalf("two designs sharing a stream: exit %d\n%s\n%+v", code, errs, doc.Findings)
+		}
+		if len(doc.Lanes) == 16 && backlog["orders"] == uint64(len(users)) && backlog["audit"] == uint64(len(users)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("each design should hold every message: backlog %v, %d lanes", backlog, len(doc.Lanes))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, f := range doc.Findings {
+		if f.Code == "overlap" || f.Code == "gap" || f.Severity == "critical" {
+			t.Errorf("false finding for two designs sharing a stream: %+v", f)
+		}
+	}
+
+	// Each worker with its own durable on one lane's filter: a real overlap.
+	ctx := context.Background()
+	c, err := js.Consumer(ctx, "ORDERS", "orders-n8-03")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"worker-1", "worker-2"} {
+		if _, err := js.CreateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: w, FilterSubject: c.CachedInfo().Config.FilterSubject,
+			AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, _ := lanesRun(inspect...)
+	doc = decode(t, out)
+	var dup []findingDoc
+	for _, f := range doc.Findings {
+		if f.Severity == "critical" {
+			dup = append(dup, f)
+		}
+	}
+	if code != 6 || len(dup) != 1 || dup[0].Code != "duplicate_durable" || !strings.Contains(dup[0].Message, "worker-1, worker-2 all filter") {
+		t.Fatalf("a durable per worker: exit %d, critical findings %+v", code, dup)
+	}
+}

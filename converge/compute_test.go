@@ -430,3 +430,69 @@ func TestSubjectCovers(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeDesignsSharingAStream: designs with the same mapping share a
+// stream's transform; a design that would change it while another
+// design's lanes use it is refused, naming them (--force switches it,
+// to repartition the designs one after another); a design alone on its
+// stream repartitions as before.
+func TestComputeDesignsSharingAStream(t *testing.T) {
+	named := func(name string, n int) *planner.Plan {
+		return plan(t, n, func(d *planner.Design) { d.Name = name; d.Stream.Name = "ORDERS" })
+	}
+	orders8, audit8, billing4, orders16 := named("orders", 8), named("audit", 8), named("billing", 4), named("orders", 16)
+	shared := func() *world { return newWorld(t, orders8).transform(orders8).lanes(orders8).lanes(audit8) }
+	refusal := func(d *Diff) string { return strings.Join(d.Refusals, "\n") }
+
+	t.Run("a second design with the same count shares the transform", func(t *testing.T) {
+		d := Compute(audit8, newWorld(t, orders8).transform(orders8).lanes(orders8).live, Options{})
+		wantCounts(t, d, map[Action]int{ActionCreate: 8})
+		if d.Refused() || d.Stream.Action != ActionUnchanged || d.OtherConsumers != 8 {
+			t.Fatalf("refusals %v, stream %+v", d.Refusals, d.Stream)
+		}
+	})
+	t.Run("another count is refused, naming the designs on the transform", func(t *testing.T) {
+		d := Compute(billing4, shared().live, Options{})
+		r := refusal(d)
+		for _, want := range []string{"feeds the lanes of designs audit, orders", "4 partitions", "separate stream", "mapping: account", "--force"} {
+			if !strings.Contains(r, want) {
+				t.Fatalf("%q not in the refusal:\n%s", want, r)
+			}
+		}
+		if len(d.Refusals) != 1 || d.Stream.SwitchMapping != nil || d.Stream.edit != nil && d.Stream.edit.transform != nil {
+			t.Fatalf("refusals %v, stream %+v", d.Refusals, d.Stream)
+		}
+		if d := Compute(billing4, shared().live, Options{Force: true}); d.Refused() || d.Stream.edit == nil || d.Stream.edit.transform == nil {
+			t.Fatalf("--force: refusals %v, stream %+v", d.Refusals, d.Stream)
+		}
+	})
+	t.Run("a repartition while another design uses the transform is refused", func(t *testing.T) {
+		d := Compute(orders16, shared().live, Options{})
+		if r := refusal(d); !strings.Contains(r, "feeds the lanes of design audit:") || strings.Contains(r, "orders,") {
+			t.Fatalf("refusals %v", d.Refusals)
+		}
+		d = Compute(orders16, shared().live, Options{Force: true})
+		if d.Refused() || d.Repartition == nil || d.Stream.SwitchMapping == nil {
+			t.Fatalf("--force: refusals %v, repartition %+v", d.Refusals, d.Repartition)
+		}
+	})
+	t.Run("a design alone on its stream repartitions as before", func(t *testing.T) {
+		d := Compute(orders16, newWorld(t, orders8).transform(orders8).lanes(orders8).live, Options{})
+		if d.Refused() || d.Repartition == nil || d.Stream.SwitchMapping == nil {
+			t.Fatalf("refusals %v, repartition %+v", d.Refusals, d.Repartition)
+		}
+	})
+	t.Run("a stream moved to another count: the refusal says so, not 'the same partitions'", func(t *testing.T) {
+		w := newWorld(t, orders8).transform(billing4).lanes(orders8).lanes(billing4)
+		d := Compute(orders8, w.live, Options{})
+		if r := refusal(d); len(d.Refusals) != 1 || !strings.Contains(r, "feeds the lanes of design billing") || strings.Contains(r, "same 8 partitions") {
+			t.Fatalf("refusals %v", d.Refusals)
+		}
+		// Nobody uses the 4 partitions (billing's lanes were deleted).
+		d = Compute(orders8, newWorld(t, orders8).transform(billing4).lanes(orders8).live, Options{})
+		r := refusal(d)
+		if !d.Refused() || strings.Contains(r, "same 8 partitions") || !strings.Contains(r, "the stream maps to 4 partitions") {
+			t.Fatalf("refusals %v", d.Refusals)
+		}
+	})
+}

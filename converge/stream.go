@@ -3,6 +3,7 @@ package converge
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,10 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 		if got.SubjectTransform == nil {
 			change.Old = orNull(nil)
 		}
+		others := designsOnTransform(d.live, d.Design, got.SubjectTransform)
 		switch {
+		case len(others) > 0 && !d.opts.Force:
+			d.refuse(sharedMappingChange(want.Name, d.Design, others, got.SubjectTransform, want.SubjectTransform))
 		case rp != nil:
 			d.Stream.SwitchMapping = &change // after the new lanes exist, held
 		case got.SubjectTransform != nil && len(inv.lanes[p.Design.Partitions]) > 0 && !d.opts.Force:
@@ -68,13 +72,72 @@ func (d *Diff) compareStream(inv *inventory, rp *repartitionState) {
 	}
 }
 
-// sameCountMappingChange explains why a mapping change that keeps the
-// partition count is refused: keys move between lanes, or (when only the
-// partitioned subjects' literal tokens change) the stored messages stay
-// under subjects the lanes no longer read.
+// designsOnTransform lists, sorted, the designs other than design whose
+// lanes read the stream's live subject transform: a filter that is one of
+// its partitions.
+func designsOnTransform(live *Live, design string, t *planner.SubjectTransform) []string {
+	if t == nil {
+		return nil
+	}
+	layout, err := planner.ParseLayout(t.Source, t.Destination)
+	if err != nil {
+		return nil // not a partition mapping: no lane reads it as one
+	}
+	seen := map[string]bool{}
+	for _, ci := range named(live.Consumers) {
+		tag, ok := planner.TagOf(ci.Config.Metadata)
+		if !ok || tag.Design == design || seen[tag.Design] {
+			continue
+		}
+		filter := ci.Config.FilterSubject
+		if filter == "" && len(ci.Config.FilterSubjects) == 1 {
+			filter = ci.Config.FilterSubjects[0]
+		}
+		if _, ok := layout.PartitionOfFilter(filter); ok {
+			seen[tag.Design] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// sharedMappingChange explains why a design may not change a transform
+// other designs' lanes read: a stream has one transform, and every
+// message would go to the new partitions, none to their lanes.
+func sharedMappingChange(stream, design string, others []string, got, want *planner.SubjectTransform) string {
+	designs := "design " + others[0]
+	if len(others) > 1 {
+		designs = "designs " + strings.Join(others, ", ")
+	}
+	share := "the same mapping"
+	if old, err := planner.ParseLayout(got.Source, got.Destination); err == nil {
+		share = fmt.Sprintf("the same mapping (%d partitions, the same subjects)", old.Partitions)
+	}
+	wantN := ""
+	if nu, err := planner.ParseLayout(want.Source, want.Destination); err == nil {
+		wantN = fmt.Sprintf(", %d partitions", nu.Partitions)
+	}
+	return fmt.Sprintf("the subject transform of stream %s, %s -> %s, feeds the lanes of %s: changing it for design %s (to %s%s) would send every new message to the lanes of design %s and none to theirs. "+
+		"Designs on one stream share its one transform: give design %s %s to get every message beside them, or use a separate stream (stream.name, on subjects no other stream stores) or an account mapping (mapping: account). "+
+		"--force changes it anyway (to repartition the designs of a stream one after another: the others' lanes get nothing new until each is applied with the new mapping)",
+		stream, got.Source, got.Destination, designs, design, want.Destination, wantN, design, design, share)
+}
+
+// sameCountMappingChange explains why changing the mapping of a design
+// whose lanes exist outside a repartition is refused: keys move between
+// lanes, or (when only the partitioned subjects' literal tokens change)
+// the stored messages stay under subjects the lanes no longer read; or
+// the stream maps to another count already (changed by hand, or by a
+// design since deleted), and the messages stored since wait where no lane
+// of this design reads them.
 func sameCountMappingChange(got, want *planner.SubjectTransform, n int) string {
 	old, err1 := planner.ParseLayout(got.Source, got.Destination)
 	nu, err2 := planner.ParseLayout(want.Source, want.Destination)
+	if err1 == nil && err2 == nil && old.Partitions != nu.Partitions {
+		return fmt.Sprintf("the stream maps to %d partitions (%s), not this design's %d, and no lane of another design reads that mapping: this design's %s lanes receive no new message. "+
+			"Switching it back sends new messages to them while those stored under %s stay where no lane of this design reads them, and their keys' order breaks if they are processed later. "+
+			"Find out who changed it (lanes inspect --stream shows what is stored there); process or purge those messages, then use --force",
+			old.Partitions, got.Destination, n, planner.Generation(n), old.Pattern())
+	}
 	if err1 == nil && err2 == nil && old.Source == nu.Source && old.Partitions == nu.Partitions && slices.Equal(old.KeyTokens, nu.KeyTokens) {
 		return fmt.Sprintf("the stream mapping would store messages under %s instead of %s (same %d partitions, every key stays in its partition): the lanes' filters move to the new subjects, and the messages already stored under the old ones would be left where no lane reads them. Drain the lanes (stop the publishers) and use --force, or keep the current subjects (--prefix, --destination)",
 			nu.Pattern(), old.Pattern(), n)

@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -263,6 +264,12 @@ func (j *judge) judgeStream(info *jetstream.StreamInfo, layouts []*layout, cover
 	}
 }
 
+// overlaps: a partition delivered by consumers that compete for its
+// messages. Lanes of different designs on one partition do not compete:
+// designs on one stream share its transform (two services that each want
+// every message in key order), and each design's lane gets every message
+// of the partition. Lanes of one design do, and so does a consumer of no
+// known design (lanes did not create it) with any other.
 func (j *judge) overlaps(layouts []*layout, cover coverage) {
 	for _, l := range layouts {
 		parts := make([]int, 0, len(cover[l]))
@@ -271,11 +278,49 @@ func (j *judge) overlaps(layouts []*layout, cover coverage) {
 		}
 		sort.Ints(parts)
 		for _, p := range parts {
-			if names := cover[l][p]; len(names) > 1 {
+			for _, names := range j.competing(cover[l][p]) {
 				j.add(j.overlapFinding(l, p, names))
 			}
 		}
 	}
+}
+
+// competing groups the consumers of one partition into the sets that
+// compete for its messages: all of them when one is of no known design,
+// else the lanes of each design that has more than one.
+func (j *judge) competing(names []string) [][]string {
+	if len(names) < 2 {
+		return nil
+	}
+	byDesign := map[string][]string{}
+	var designs []string
+	for _, n := range names {
+		d := j.designOf(n)
+		if d == "" {
+			return [][]string{names}
+		}
+		if byDesign[d] == nil {
+			designs = append(designs, d)
+		}
+		byDesign[d] = append(byDesign[d], n)
+	}
+	sort.Strings(designs)
+	var out [][]string
+	for _, d := range designs {
+		if len(byDesign[d]) > 1 {
+			out = append(out, byDesign[d])
+		}
+	}
+	return out
+}
+
+// designOf is the design a lane is tagged with, "" when it has none (a
+// consumer lanes did not create).
+func (j *judge) designOf(name string) string {
+	if l := j.lanes[name]; l != nil && l.Tagged {
+		return l.Design
+	}
+	return ""
 }
 
 // overlapFinding tells apart the common mistake (each worker with its own
@@ -317,12 +362,15 @@ func (j *judge) overlapFinding(l *layout, p int, names []string) Finding {
 	}
 	return Finding{Severity: Critical, Code: "overlap", Lane: subject,
 		Message: fmt.Sprintf("partition %d of %s is delivered by %d consumers (%s): its keys are processed more than once, concurrently", p, l.Destination, len(names), list),
-		Advice:  "keep one lane per partition and delete the others"}
+		Advice:  "keep one lane per partition and design, and delete the others"}
 }
 
 // gaps finds partitions without a lane. Layouts that receive new messages
 // are judged; when none is known (account mapping without a design file),
-// the partitionings the lanes' metadata names are.
+// the partitionings the lanes' metadata names are. Each design with lanes
+// on a layout needs a lane on every partition of it (a lane of another
+// design delivers the partition to another service); a consumer lanes did
+// not create counts for every design.
 func (j *judge) gaps(layouts []*layout, cover coverage) int {
 	var judged []*layout
 	for _, l := range layouts {
@@ -335,21 +383,65 @@ func (j *judge) gaps(layouts []*layout, cover coverage) int {
 	}
 	total := 0
 	for _, l := range judged {
-		var missing []int
-		for p := 0; p < l.Partitions; p++ {
-			if len(cover[l][p]) == 0 {
-				missing = append(missing, p)
-			}
+		designs := j.designsOn(cover[l])
+		named := len(designs) > 1
+		switch {
+		case j.design != "" && slices.Contains(designs, j.design):
+			designs = []string{j.design}
+		case j.design != "" || len(designs) == 0:
+			designs = []string{""} // any lane
 		}
-		total += len(missing)
-		if len(missing) > 0 {
-			j.add(gapFinding(fmt.Sprintf("partition(s) %s of %s", ranges(missing), l.Destination), len(missing), l.Partitions))
+		for _, d := range designs {
+			var missing []int
+			for p := 0; p < l.Partitions; p++ {
+				if !j.covered(cover[l][p], d) {
+					missing = append(missing, p)
+				}
+			}
+			total += len(missing)
+			if len(missing) == 0 {
+				continue
+			}
+			what, whose := fmt.Sprintf("partition(s) %s of %s", ranges(missing), l.Destination), ""
+			if named && d != "" {
+				whose = " of design " + d
+			}
+			j.add(gapFinding(what, whose, len(missing), l.Partitions))
 		}
 	}
 	if len(layouts) == 0 {
 		total += j.tagGaps()
 	}
 	return total
+}
+
+// designsOn lists the designs of the lanes that cover a layout, sorted.
+func (j *judge) designsOn(parts map[int][]string) []string {
+	seen := map[string]bool{}
+	for _, names := range parts {
+		for _, n := range names {
+			if d := j.designOf(n); d != "" {
+				seen[d] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// covered reports whether one of the consumers delivers the partition to
+// design d ("": to anyone).
+func (j *judge) covered(names []string, d string) bool {
+	for _, n := range names {
+		if d == "" || j.designOf(n) == "" || j.designOf(n) == d {
+			return true
+		}
+	}
+	return false
 }
 
 // tagGaps checks lanes' own partition counts when no layout is known.
@@ -378,15 +470,17 @@ func (j *judge) tagGaps() int {
 		}
 		total += len(missing)
 		if len(missing) > 0 {
-			j.add(gapFinding(fmt.Sprintf("partition(s) %s of design %s (n%d)", ranges(missing), g.design, g.n), len(missing), g.n))
+			j.add(gapFinding(fmt.Sprintf("partition(s) %s of design %s (n%d)", ranges(missing), g.design, g.n), "", len(missing), g.n))
 		}
 	}
 	return total
 }
 
-func gapFinding(what string, missing, n int) Finding {
+// gapFinding: what names the partitions, whose the design that has no
+// lane for them ("" when the layout has one design's lanes, or none).
+func gapFinding(what, whose string, missing, n int) Finding {
 	return Finding{Severity: Critical, Code: "gap",
-		Message: fmt.Sprintf("%s have no lane (%d of %d): their messages are stored and no lane delivers them", what, missing, n),
+		Message: fmt.Sprintf("%s have no lane%s (%d of %d): their messages are stored and no lane%s delivers them", what, whose, missing, n, whose),
 		Advice:  "create the missing lanes: lanes apply -f <design file>"}
 }
 
@@ -439,7 +533,10 @@ func (j *judge) placementFindings(info *jetstream.StreamInfo) {
 // before apply deleted the lanes, so they only take space. One info
 // finding per retired generation, with purge advice bounded by the
 // retirement sequence (a purge that cannot reach a message stored after
-// it). It returns what is left: messages no lane delivers.
+// it). A message stored under its subjects after the retirement (found by
+// Read: published around the mapping, or by a server still mapping to
+// the generation) was processed by nobody: the finding says so, and is a
+// warning. It returns what is left: messages no lane delivers.
 func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64) (msgs uint64, subjects int, sample []string) {
 	type gen struct {
 		design string
@@ -491,11 +588,18 @@ func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64)
 		if g.msgs == 0 {
 			continue
 		}
-		j.add(Finding{Severity: Info, Code: "retired",
-			Message: fmt.Sprintf("%d message(s) on %d subject(s) of design %s's retired generation %s (%s): its lanes processed every message up to stream sequence %d before lanes apply retired them, so no lane needs to deliver them (one stored after it, published around the mapping, was processed by nobody)",
+		f := Finding{Severity: Info, Code: "retired",
+			Message: fmt.Sprintf("%d message(s) on %d subject(s) of design %s's retired generation %s (%s): its lanes processed every message up to stream sequence %d before lanes apply retired them, so no lane needs to deliver them",
 				g.msgs, g.subs, g.design, planner.Generation(g.n), g.rec.Subjects, g.rec.RetiredSeq),
 			Advice: fmt.Sprintf("they only take space until the stream's limits remove them; to remove them now (never a message stored after the retirement): nats stream purge %s --subject '%s' --seq %d",
-				j.report.Stream, g.rec.Subjects, g.rec.RetiredSeq+1)})
+				j.report.Stream, g.rec.Subjects, g.rec.RetiredSeq+1)}
+		if m, ok := j.afterRetirement[converge.GenerationKey(g.design, g.n)]; ok {
+			f.Severity = Warning
+			f.Message += fmt.Sprintf("; but message(s) stored after it, the first at seq %d (%s), published around the mapping or by a server still mapping to %s, were processed by nobody",
+				m.Seq, planner.Printable(m.Subject, 200), planner.Generation(g.n))
+			f.Advice = fmt.Sprintf("the messages stored after seq %d were processed by no lane: republish them through the mapping, or drop them deliberately; ", g.rec.RetiredSeq) + f.Advice
+		}
+		j.add(f)
 	}
 	return msgs, subjects, sample
 }
@@ -515,23 +619,41 @@ func subjectMatches(pattern, subject string) bool {
 	return len(pt) == len(st)
 }
 
-// drift: the design file and the stream disagree on the mapping.
+// drift: the design file's mapping is not the one in force on the server
+// (the stream's transform, or with mapping: account the one the design's
+// lanes are on), or the stream has another transform beside it. The
+// file is older than the server (lanes apply --partitions 16 while it
+// says 8), or a repartition is in progress: a warning, and gaps are
+// judged against the mapping in force.
 func (j *judge) drift(layouts []*layout) {
-	var design, stream *layout
+	var design, other *layout
 	for _, l := range layouts {
-		switch l.Origin {
-		case "design":
+		switch {
+		case l.Origin == "design":
 			design = l
-		case "stream":
-			stream = l
+		case l.Current && (other == nil || l.Origin == "stream"):
+			other = l
 		}
 	}
-	if design == nil || stream == nil || !design.Current || design == stream {
+	if design == nil || other == nil || design.Current && other.Origin != "stream" {
 		return
 	}
-	j.add(Finding{Severity: Warning, Code: "mapping_drift",
-		Message: fmt.Sprintf("the stream maps %s -> %s, the design %s -> %s", stream.Source, stream.Destination, design.Source, design.Destination),
-		Advice:  "lanes apply -f <design file> --dry-run shows the change; mid-repartition this is expected until it completes"})
+	where := "the stream maps"
+	if other.Origin != "stream" {
+		where = "the design's lanes on the server are on"
+		if j.design != "" {
+			where = fmt.Sprintf("design %s's lanes on the server are on", j.design)
+		}
+	}
+	f := Finding{Severity: Warning, Code: "mapping_drift",
+		Message: fmt.Sprintf("the design file maps %s -> %s (%d partitions), but %s %s -> %s (%d partitions)",
+			design.Source, design.Destination, design.Partitions, where, other.Source, other.Destination, other.Partitions),
+		Advice: "lanes apply -f <design file> --dry-run shows the change; mid-repartition this is expected until it completes"}
+	if !design.Current {
+		f.Message += fmt.Sprintf(": the server was changed after the file (lanes apply --partitions %d does that), or a repartition is in progress. New messages go through the server's mapping: gaps are judged against it", other.Partitions)
+		f.Advice = fmt.Sprintf("if the server is right, update the design file (partitions: %d) so the next lanes apply -f does not repartition back; lanes apply -f <design file> --dry-run shows what applying the file as it is would change", other.Partitions)
+	}
+	j.add(f)
 }
 
 // workerFindings: what the membership bucket says beyond single lanes:

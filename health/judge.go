@@ -25,7 +25,10 @@ func Judge(s *Snapshot, o Options) *Report {
 		MaxConsumers: s.Info.Config.MaxConsumers,
 		Consumers:    s.Info.State.Consumers,
 	}
-	j := &judge{report: r, headsTimedOut: s.HeadsFailed}
+	j := &judge{report: r, headsTimedOut: s.HeadsFailed, design: o.Design, afterRetirement: s.AfterRetirement}
+	if j.design == "" && o.Plan != nil {
+		j.design = o.Plan.Design.Name
+	}
 	layouts := j.layouts(s.Info, o.Plan, s.Consumers)
 	cover := j.recognise(s.Consumers, layouts)
 	for i := range r.Lanes {

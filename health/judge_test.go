@@ -3,6 +3,7 @@ package health_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,33 @@ func (b *build) add(c jetstream.ConsumerConfig) *jetstream.ConsumerInfo {
 	b.s.Consumers.Consumers = append(b.s.Consumers.Consumers, ci)
 	b.s.Info.State.Consumers++
 	return ci
+}
+
+// design puts the lanes of another design with the same mapping on the
+// stream (two services that each want every message in key order), but
+// for the partitions in skip.
+func (b *build) design(name string, skip ...int) *planner.Plan {
+	d := b.p.Design
+	d.Name = name
+	p, err := planner.New(d)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.lanesOf(p, skip...)
+	return p
+}
+
+// lanesOf puts the lanes of p on the stream, but for the partitions in
+// skip.
+func (b *build) lanesOf(p *planner.Plan, skip ...int) {
+	for i, c := range p.Consumers {
+		if slices.Contains(skip, i) {
+			continue
+		}
+		var cc jetstream.ConsumerConfig
+		natstest.Convert(b.t, c, &cc)
+		b.add(cc)
+	}
 }
 
 // lane is lane i's consumer info, to edit.
@@ -192,6 +220,7 @@ func TestJudgeFindings(t *testing.T) {
 		opts     func(*health.Options)
 		want     []string
 		contains []string // in the first finding's message
+		lacks    []string // in no finding's message
 	}{
 		{
 			name: "healthy: a fresh backlog and lanes at rest",
@@ -330,6 +359,39 @@ func TestJudgeFindings(t *testing.T) {
 			contains: []string{"partition 2 of"},
 		},
 		{
+			name: "two designs on one stream share its transform: each lane gets every message of its partition, not an overlap",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap: func(b *build) { b.design("audit") },
+		},
+		{
+			name: "two designs on one stream: a second lane of the same design on a partition is still an overlap",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap: func(b *build) {
+				b.design("audit")
+				b.add(jetstream.ConsumerConfig{Durable: "audit-copy", FilterSubject: b.p.Lanes[1].Filter,
+					AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1, Metadata: b.lane(1).Config.Metadata})
+			},
+			want:     []string{"critical overlap audit-copy"},
+			contains: []string{"partition 1 of", "(audit-copy, shared-n4-01)"},
+		},
+		{
+			name: "two designs on one stream: a consumer lanes did not create on a partition competes with every design's lane",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap: func(b *build) {
+				b.design("audit")
+				b.add(jetstream.ConsumerConfig{Durable: "worker-1", FilterSubject: b.p.Lanes[3].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1})
+			},
+			want:     []string{"critical duplicate_durable worker-1"},
+			contains: []string{"durable consumers audit-n4-03, shared-n4-03, worker-1 all filter"},
+		},
+		{
+			name:     "two designs on one stream: a partition one design has no lane for is that design's gap",
+			plan:     func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			snap:     func(b *build) { b.design("audit", 2) },
+			want:     []string{"critical gap"},
+			contains: []string{"partition(s) 2 of", "have no lane of design audit (1 of 4)"},
+		},
+		{
 			name: "duplicate_durable: a durable per worker on one lane's filter",
 			plan: func(t *testing.T) *planner.Plan { return plan(t, "dupe", 4) },
 			snap: func(b *build) {
@@ -387,6 +449,33 @@ func TestJudgeFindings(t *testing.T) {
 			},
 			want:     []string{"warning unpartitioned", "info retired"},
 			contains: []string{"1 message(s) on 1 subject(s)", "gen.received_from.stray"},
+		},
+		{
+			name: "retired, nothing stored after the retirement: no message is said to be lost",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			snap: func(b *build) {
+				b.store("gen.received_from.n4.1.alice", time.Hour)
+				b.store("gen.received_from.n4.3.bob", time.Hour)
+				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+			},
+			want:     []string{"info retired"},
+			contains: []string{"2 message(s) on 2 subject(s) of design gen's retired generation n4", "processed every message up to stream sequence 2"},
+			lacks:    []string{"processed by nobody", "stored after"},
+		},
+		{
+			name: "retired, a message stored after the retirement (around the mapping): processed by nobody, a warning",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			snap: func(b *build) {
+				b.store("gen.received_from.n4.1.alice", time.Hour)
+				b.store("gen.received_from.n4.3.bob", time.Hour)
+				late := b.store("gen.received_from.n4.0.carol", time.Minute)
+				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+				b.s.AfterRetirement = map[string]jsapi.Msg{converge.GenerationKey("gen", 4): late}
+			},
+			want:     []string{"warning retired"},
+			contains: []string{"3 message(s) on 3 subject(s)", "stored after it, the first at seq 3 (gen.received_from.n4.0.carol)", "processed by nobody"},
 		},
 		{
 			name: "placement_unchecked: more subjects than inspect reads",
@@ -516,10 +605,52 @@ func TestJudgeFindings(t *testing.T) {
 			want: []string{"info heads_timeout"},
 		},
 		{
-			name: "mapping_drift: the design file and the stream disagree",
+			name: "mapping_drift, no gap: the design file (8) is older than the stream (4); gaps are judged against the stream's mapping",
 			plan: func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
 			opts: func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
-			want: []string{"critical gap", "warning mapping_drift"},
+			want: []string{"warning mapping_drift"},
+			contains: []string{"the design file maps drift.received_from.* -> drift.received_from.n8.{{partition(8,1)}}.{{wildcard(1)}} (8 partitions), but the stream maps drift.received_from.* -> drift.received_from.n4.{{partition(4,1)}}.{{wildcard(1)}} (4 partitions)",
+				"the server was changed after the file (lanes apply --partitions 4 does that)", "gaps are judged against it"},
+		},
+		{
+			name:     "mapping_drift: a partition without a lane in the mapping in force is still a gap",
+			plan:     func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
+			snap:     func(b *build) { b.drop(2) },
+			opts:     func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
+			want:     []string{"critical gap", "warning mapping_drift"},
+			contains: []string{"partition(s) 2 of drift.received_from.n4."},
+		},
+		{
+			name: "mapping_drift, no gap, account mapping: the design's lanes say which mapping is in force",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			opts: func(o *health.Options) {
+				o.Plan = natstest.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			want:     []string{"warning mapping_drift"},
+			contains: []string{"(8 partitions), but design acct's lanes on the server are on acct.received_from.* -> acct.received_from.n4."},
+		},
+		{
+			name: "account mapping mid-repartition: lanes on the file's mapping too, which is judged",
+			plan: func(t *testing.T) *planner.Plan {
+				return plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			snap: func(b *build) {
+				// the new n8 lanes, held, but partition 5's
+				b.lanesOf(natstest.Plan(b.t, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount }), 5)
+				for _, ci := range b.s.Consumers.Consumers {
+					if strings.Contains(ci.Name, "-n8-") {
+						ci.Config.Metadata[health.MetaHeld] = "repartition"
+						ci.Paused = true
+					}
+				}
+			},
+			opts: func(o *health.Options) {
+				o.Plan = natstest.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+			},
+			want:     []string{"critical gap", "info held acct-n8-00", "info held acct-n8-01", "info held acct-n8-02", "info held acct-n8-03", "info held acct-n8-04", "info held acct-n8-06", "info held acct-n8-07"},
+			contains: []string{"partition(s) 5 of acct.received_from.n8."},
 		},
 		{
 			name: "no_lanes of the design asked for",
@@ -675,6 +806,13 @@ func TestJudgeFindings(t *testing.T) {
 			for _, s := range c.contains {
 				if !strings.Contains(r.Findings[0].Message, s) {
 					t.Fatalf("%s: %q not in %q", r.Findings[0].Code, s, r.Findings[0].Message)
+				}
+			}
+			for _, s := range c.lacks {
+				for _, f := range r.Findings {
+					if strings.Contains(f.Message, s) {
+						t.Fatalf("%s: %q in %q", f.Code, s, f.Message)
+					}
 				}
 			}
 		})

@@ -22,6 +22,13 @@ type judge struct {
 	headsTimedOut int
 	// mismatched are lanes whose metadata names another partition than their filter.
 	mismatched map[string]int
+	// lanes indexes the report's lanes by name, once recognised.
+	lanes map[string]*Lane
+	// design is the design inspected (Options.Design, or the design
+	// file's), "" for every lane on the stream.
+	design string
+	// afterRetirement is Snapshot.AfterRetirement.
+	afterRetirement map[string]jsapi.Msg
 }
 
 func (j *judge) add(f Finding) { j.report.Findings = append(j.report.Findings, f) }
@@ -35,7 +42,8 @@ type layout struct {
 // layouts collects every partition mapping the stream tells of: the design
 // file's, the stream's subject transform, and the ones lanes carry in their
 // metadata (older generations during a repartition). An unusable stream
-// mapping becomes a finding.
+// mapping becomes a finding. Current are the mappings in force, those
+// new messages go through (see inForce).
 func (j *judge) layouts(info *jetstream.StreamInfo, p *planner.Plan, listing *jsapi.Listing) []*layout {
 	var out []*layout
 	add := func(source, dest, origin string, current bool) (*layout, error) {
@@ -53,27 +61,60 @@ func (j *judge) layouts(info *jetstream.StreamInfo, p *planner.Plan, listing *js
 		out = append(out, l)
 		return l, nil
 	}
+	var design *layout
 	if p != nil {
-		add(p.Mapping.Source, p.Mapping.Destination, "design", true)
+		design, _ = add(p.Mapping.Source, p.Mapping.Destination, "design", false)
 	}
+	var stream *layout
 	if t := info.Config.SubjectTransform; t != nil && isPartitionMapping(t.Destination) {
 		source := t.Source
 		if source == "" && len(info.Config.Subjects) == 1 {
 			source = info.Config.Subjects[0]
 		}
-		if _, err := add(source, t.Destination, "stream", true); err != nil {
+		var err error
+		if stream, err = add(source, t.Destination, "stream", true); err != nil {
 			j.add(mappingFinding(source, t.Destination, err))
 		}
 	}
+	own := map[*layout]bool{} // the layouts of the design file's lanes
 	for _, ci := range listing.Consumers {
 		if tag, ok := planner.TagOf(ci.Config.Metadata); ok && tag.Source != "" && tag.Destination != "" {
-			add(tag.Source, tag.Destination, "lanes", false) // an unusable one only loses key names
+			l, err := add(tag.Source, tag.Destination, "lanes", false) // an unusable one only loses key names
+			if err == nil && p != nil && tag.Design == p.Design.Name {
+				own[l] = true
+			}
 		}
+	}
+	if design != nil {
+		j.inForce(design, stream, own, p.Design.Mapping)
 	}
 	for _, l := range out {
 		j.report.Layouts = append(j.report.Layouts, l.Layout)
 	}
 	return out
+}
+
+// inForce decides whether the design file's mapping is the one new
+// messages go through, or the server has another (the file is older than
+// the server: lanes apply --partitions 16 while the file still says 8).
+// With mapping: stream, the stream's transform is in force when it has
+// one. With mapping: account the client cannot read the mapping: the
+// design's lanes say which it is, unless some of them are on the file's
+// (a repartition in progress) or there are none. Gaps are judged against
+// the mappings in force; the file's other mapping is a drift warning.
+func (j *judge) inForce(design, stream *layout, own map[*layout]bool, mapping string) {
+	switch {
+	case design == stream:
+		// the same mapping: in force already
+	case mapping != planner.MappingAccount:
+		design.Current = stream == nil
+	case own[design] || len(own) == 0:
+		design.Current = true
+	default:
+		for l := range own {
+			l.Current = true
+		}
+	}
 }
 
 func isPartitionMapping(dest string) bool {
@@ -148,6 +189,10 @@ func (j *judge) recognise(listing *jsapi.Listing, layouts []*layout) coverage {
 		}
 		return x.Name < y.Name
 	})
+	j.lanes = make(map[string]*Lane, len(j.report.Lanes))
+	for i := range j.report.Lanes {
+		j.lanes[j.report.Lanes[i].Name] = &j.report.Lanes[i]
+	}
 	return cover
 }
 

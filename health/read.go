@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
@@ -74,6 +76,12 @@ type Snapshot struct {
 	// did not arrive.
 	Subjects       map[string]uint64
 	SubjectsFailed string
+	// AfterRetirement is, by generation record key
+	// (converge.GenerationKey), the first message stored under a retired
+	// generation's subjects after its retirement, which no lane processed
+	// (read with the subject list); a generation without one is absent,
+	// as is one whose lookup did not finish.
+	AfterRetirement map[string]jsapi.Msg
 	// Serving is what lanes work's membership bucket says, by design (a
 	// design with no workers ever has an empty one); WorkersFailed says
 	// why it could not be read, and who serves the lanes is then unknown.
@@ -161,6 +169,10 @@ func readLanes(ctx context.Context, c *connect.Conn, o Options) (*Snapshot, erro
 			s.Subjects = subjects
 			return nil
 		})
+		g.Go(func() error {
+			s.AfterRetirement = rd.afterRetirement(ctx, s.Info)
+			return nil
+		})
 	}
 	g.Wait()
 	s.Requests = int(rd.api.Requests())
@@ -235,6 +247,35 @@ func (rd *reader) streamInfo(ctx context.Context) (*jetstream.StreamInfo, error)
 		return nil, rd.classify(ctx, err)
 	}
 	return info, nil
+}
+
+// afterRetirement looks up, for each generation lanes apply retired (the
+// stream's metadata records it), the first message stored under its
+// subjects after the retirement: one request per retired generation.
+func (rd *reader) afterRetirement(ctx context.Context, info *jetstream.StreamInfo) map[string]jsapi.Msg {
+	ctx, cancel := rd.c.Ctx(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	found := map[string]jsapi.Msg{}
+	var g errgroup.Group
+	for design, recs := range converge.Generations(info.Config.Metadata) {
+		for n, rec := range recs {
+			if !rec.Retired() || rec.Subjects == "" {
+				continue
+			}
+			g.Go(func() error {
+				m, err := rd.api.NextMsg(ctx, rd.o.Stream, rec.RetiredSeq+1, rec.Subjects, info.Config.AllowDirect)
+				if err == nil {
+					mu.Lock()
+					found[converge.GenerationKey(design, n)] = *m
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+	}
+	g.Wait()
+	return found
 }
 
 // heads looks up the oldest unacknowledged message of every lane with a

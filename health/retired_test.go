@@ -102,6 +102,22 @@ func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
 				if !strings.Contains(f.Message, "40 message") || !strings.Contains(f.Advice, "--seq") || !strings.Contains(f.Advice, "n4.*.*") || strings.Contains(f.Advice, "republish") {
 					t.Fatalf("retired finding: %+v", f)
 				}
+				if strings.Contains(f.Message, "processed by nobody") || strings.Contains(f.Message, "stored after") {
+					t.Fatalf("no message was stored after the retirement, yet the finding says one was lost: %s", f.Message)
+				}
+			}
+			// The design file still says 4 (the README's worker loop changes
+			// the count on the command line): the mapping in force is the
+			// stream's, or with an account mapping the one the lanes are
+			// on. No gap, nothing critical; the drift is a warning.
+			_, r := e.read(p6.Stream.Name, func(o *health.Options) { o.Plan = p4 })
+			for _, f := range r.Findings {
+				if f.Severity == health.Critical {
+					t.Fatalf("a design file older than the server judged as a critical fault:\n%s", findingsText(r))
+				}
+			}
+			if f := mustFind(t, r, "mapping_drift", "", health.Warning); !strings.Contains(f.Message, "(6 partitions)") {
+				t.Fatalf("drift: %+v", f)
 			}
 			if mapping != planner.MappingAccount {
 				return
@@ -109,7 +125,8 @@ func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
 			// A message stored under n4 after the retirement (a server still
 			// mapping to n4, or a publish around the mapping) was processed by
 			// nobody: the purge the advice gives cannot remove it.
-			if _, err := e.js.Publish(ctx, "msgs.received_from.n4.0.straggler", nil); err != nil {
+			ack, err := e.js.Publish(ctx, "msgs.received_from.n4.0.straggler", nil)
+			if err != nil {
 				t.Fatal(err)
 			}
 			s, err := e.js.Stream(ctx, p6.Stream.Name)
@@ -119,6 +136,13 @@ func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
 			rec := converge.Generations(s.CachedInfo().Config.Metadata)["orders"][4]
 			if !rec.Retired() || rec.Subjects != "msgs.received_from.n4.*.*" {
 				t.Fatalf("generation record %+v", rec)
+			}
+			// inspect finds it (one lookup after the retirement sequence)
+			// and says it was processed by nobody: a warning.
+			_, r = e.read(p6.Stream.Name)
+			f := mustFind(t, r, "retired", "", health.Warning)
+			if want := fmt.Sprintf("the first at seq %d (msgs.received_from.n4.0.straggler)", ack.Sequence); !strings.Contains(f.Message, want) || !strings.Contains(f.Message, "processed by nobody") {
+				t.Fatalf("retired finding with a straggler, want %q: %s", want, f.Message)
 			}
 			if err := s.Purge(ctx, jetstream.WithPurgeSubject(rec.Subjects), jetstream.WithPurgeSequence(rec.RetiredSeq+1)); err != nil {
 				t.Fatal(err)

@@ -367,13 +367,15 @@ func findings(w io.Writer, s Styles, r *health.Report) {
 // KeyPlaces prints where a key's messages go, before its lane's report.
 func KeyPlaces(w io.Writer, s Styles, places []health.KeyPlace) {
 	for _, p := range places {
-		lanes := "no lane (a gap: its messages are never delivered)"
-		if len(p.Lanes) > 0 {
+		lanes, state := "no lane (a gap: its messages are never delivered)", ""
+		switch {
+		case len(p.Lanes) > 0:
 			lanes = "lane " + s.Heading.Render(clean(strings.Join(p.Lanes, ", ")))
-		}
-		state := ""
-		if !p.Layout.Current && len(places) > 1 {
-			state = " (older partitioning: its earlier messages drain here)"
+			if !p.Layout.Current && len(places) > 1 {
+				state = " (older partitioning: its earlier messages drain here)"
+			}
+		case p.Layout.Origin == "design" && !p.Layout.Current:
+			lanes = "no lane (the design file's mapping, not the one in force: new messages do not go there)"
 		}
 		fmt.Fprintf(w, "%s (key %s) is in partition %d of %s: %s%s\n", clean(p.Subject), clean(p.Key), p.Partition, clean(p.Layout.Destination), lanes, state)
 		s.kv(w, [][2]string{{"stored as", clean(p.Stored)}})
