@@ -45,8 +45,15 @@ func TestRequestPath(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != 404 || e.ErrCode != jsapi.CodeStreamNotFound || !jsapi.IsStreamNotFound(err) {
 		t.Fatalf("missing stream: %#v", err)
 	}
-	if api.Requests() != 3 || api.Writes() != 1 {
-		t.Fatalf("counted %d requests, %d writes; want 3 and 1", api.Requests(), api.Writes())
+	if api.Requests() != 3 || api.Writes() != 1 || api.RefusedWrites() != 0 {
+		t.Fatalf("counted %d requests, %d writes, %d refused; want 3, 1 and 0", api.Requests(), api.Writes(), api.RefusedWrites())
+	}
+	// A write the server refuses changed nothing, and is counted so.
+	if err := api.Write(ctx, "STREAM.CREATE.T", map[string]any{"name": "T", "subjects": []string{"s.x"}}, nil); err == nil {
+		t.Fatal("overlapping subjects accepted")
+	}
+	if api.Writes() != 2 || api.RefusedWrites() != 1 {
+		t.Fatalf("counted %d writes, %d refused; want 2 and 1", api.Writes(), api.RefusedWrites())
 	}
 }
 
