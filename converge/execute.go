@@ -281,6 +281,9 @@ func (x *executor) laneWork() []*LaneChange {
 func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 	switch l.Action {
 	case ActionCreate:
+		if l.Missing != nil {
+			return x.createMissing(ctx, l)
+		}
 		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held, l.StartSeq)); err != nil {
 			return err
 		}

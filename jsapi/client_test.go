@@ -139,8 +139,9 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 }
 
 // TestNextMsgAndSubjects: the head of a filter by direct get and by
-// STREAM.MSG.GET agree; past the end is message not found; the subject
-// counts are complete.
+// STREAM.MSG.GET agree; past the end is message not found; a direct get
+// counts what a filter holds from a sequence on; the subject counts are
+// complete.
 func TestNextMsgAndSubjects(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
@@ -158,6 +159,13 @@ func TestNextMsgAndSubjects(t *testing.T) {
 		}
 		if _, err := api.NextMsg(ctx, name, 4, name+".a", direct); !jsapi.IsMessageNotFound(err) {
 			t.Fatalf("direct=%v past the end: %v", direct, err)
+		}
+		stored, err := api.StoredFrom(ctx, name, 2, name+".>", direct)
+		if want := (jsapi.Stored{First: 2, Count: 3, Counted: true}); err != nil || !direct && stored.First != 2 || direct && stored != want {
+			t.Fatalf("direct=%v: stored from 2: %+v, %v", direct, stored, err)
+		}
+		if stored, err := api.StoredFrom(ctx, name, 5, name+".a", direct); err != nil || stored != (jsapi.Stored{Counted: true}) {
+			t.Fatalf("direct=%v: stored past the end: %+v, %v", direct, stored, err)
 		}
 		subjects, err := api.Subjects(ctx, name, ">")
 		want := map[string]uint64{name + ".a": 2, name + ".b": 1, name + ".c": 1}

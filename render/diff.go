@@ -242,7 +242,7 @@ func laneNote(l converge.LaneChange) string {
 	if p := l.Position; p != nil {
 		parts = append(parts, positionText(*p, false))
 	}
-	if l.StartSeq > 1 && l.Action == converge.ActionCreate {
+	if l.StartSeq > 1 && l.Action == converge.ActionCreate && l.Missing == nil { // a missing lane's reason says where it restarts
 		parts = append(parts, fmt.Sprintf("starts at stream seq %d (nothing stored for its generation before it is replayed)", l.StartSeq))
 	}
 	if l.Reason != "" && l.Action != converge.ActionRefused && l.Action != converge.ActionRecreate {
