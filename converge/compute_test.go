@@ -568,6 +568,12 @@ func TestComputeMissingLane(t *testing.T) {
 			t.Fatalf("a retired generation's return is a new use: %v", d.Refusals)
 		}
 	})
+	t.Run("lanes made by hand (untagged): the generation runs too", func(t *testing.T) {
+		d := Compute(p, running(counted, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata = nil }).live, Options{})
+		if l := d.Lanes[gone]; l.Action != ActionRefused || l.Missing == nil {
+			t.Fatalf("%+v %v", l, d.Refusals)
+		}
+	})
 	t.Run("workqueue: acked messages are gone, nothing to deliver again", func(t *testing.T) {
 		w := running(nil)
 		w.live.Stream.Config.Retention = "workqueue"

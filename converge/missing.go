@@ -87,11 +87,22 @@ type StoredKey struct {
 // that a lane missing from it may have processed messages its partition
 // still holds: no repartition is under way (its new lanes are held and
 // deliver nothing), acked messages stay stored (not workqueue), and some
-// lane of the generation exists or a running use of it is recorded.
+// lane of the generation exists (tagged, or made by hand under a lane's
+// name) or a running use of it is recorded.
 func (d *Diff) generationRuns(inv *inventory, rp *repartitionState) bool {
 	n := d.plan.Design.Partitions
-	return rp == nil && d.live.Stream != nil && d.retention() != "workqueue" &&
-		(inv.generations()[n] || d.generationRecord(n).Current())
+	if rp != nil || d.live.Stream == nil || d.retention() == "workqueue" {
+		return false
+	}
+	if inv.generations()[n] || d.generationRecord(n).Current() {
+		return true
+	}
+	for _, c := range d.plan.Consumers {
+		if inv.byName[c.Durable] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // missingLane decides about planned lane lc, which has no consumer while
