@@ -98,10 +98,11 @@ creates it where --missing-lane-start says: recorded, now or start.
 
 Exit codes: 0 done or nothing to do, 2 bad flags or design, 3 changes pending
 (--dry-run), 4 refused (needs --recreate, --force, --missing-lane-start,
---yes or a confirmation, or another apply holds the lock; nothing changed), 5 not finished (a drain
-timed out, or a mapping: account repartition waits for the new mapping and
---mapping-switched; re-run), 10-14 connection, authentication, permission,
-no JetStream, timeout, 130 interrupted. With mapping: account, the first
+--yes or a confirmation, or another apply holds the lock; nothing
+changed), 5 not finished (a drain timed out, or a mapping: account
+repartition waits for the new mapping and --mapping-switched; re-run),
+10-14 connection, authentication, permission, no JetStream, timeout, 130
+interrupted. With mapping: account, the first
 apply exits 0 and warns: the operator installs the mapping it prints.
 
 Examples:
