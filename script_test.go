@@ -89,6 +89,7 @@ func TestScripts(t *testing.T) {
 //	publish SUBJECT PAYLOAD...  publish to JetStream (a stream must store SUBJECT), one message per payload, in order
 //	waitbacklog STREAM N        wait (up to 30s) until the stream's consumers count N messages not yet
 //	                            acknowledged (the server counts a publish after its ack, asynchronously)
+//	rmconsumer STREAM NAME      delete a consumer, as nats consumer rm does
 //	waitlines FILE N            wait (up to 30s) until FILE has N lines
 //	sleep DURATION              let a background command run (a --watch shows its output only when
 //	                            it ends); never for correctness: it only gives the command time
@@ -155,6 +156,19 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 			time.Sleep(50 * time.Millisecond)
 		}
 		ts.Fatalf("stream %s: backlog %d after 30s, want %d", args[0], got, want)
+	},
+	"rmconsumer": func(ts *testscript.TestScript, neg bool, args []string) {
+		if len(args) != 2 {
+			ts.Fatalf("usage: rmconsumer STREAM NAME")
+		}
+		nc, err := nats.Connect(ts.Getenv("NATS_URL"))
+		ts.Check(err)
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		ts.Check(err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ts.Check(js.DeleteConsumer(ctx, args[0], args[1]))
 	},
 	"waitlines": func(ts *testscript.TestScript, neg bool, args []string) {
 		if len(args) != 2 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
+	"github.com/lanes-dev/lanes/work"
 )
 
 var applyFormats = []string{"table", "json"}
@@ -51,6 +53,7 @@ func applyCommand(io *IO) *cli.Command {
 		&cli.BoolFlag{Name: "prune", Usage: "delete lanes of this design that the design no longer has, once drained", Category: catApply},
 		&cli.BoolFlag{Name: "force", Usage: "with --prune, delete lanes that still hold messages; allow a filter or mapping change that strands stored messages", Category: catApply},
 		&cli.BoolFlag{Name: "mapping-switched", Usage: "mapping: account: the operator has installed the new mapping on every server (apply cannot check it)", Category: catApply},
+		&cli.StringFlag{Name: "missing-lane-start", Usage: "`WHERE` a lane deleted by hand restarts while its generation runs: recorded (after the last message lanes work recorded as processed), now (skip what its partition holds) or start (its generation's start: deliver it all again); without it apply refuses when the partition holds messages", Category: catApply},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 5 * time.Minute, Usage: "repartition: wait at most `DURATION` for the old lanes to drain, then stop (exit 5, re-run to continue)", Category: catApply},
 		&cli.IntFlag{Name: "concurrency", Value: converge.DefaultConcurrency, Usage: "`N` requests in flight at once (1 to 1024)", Category: catApply},
 		&cli.BoolFlag{Name: "lock", Value: true, Usage: "take the stream's apply lock (one apply at a time; KV bucket " + converge.LockBucket + ", nats-server 2.11+); --lock=false skips it", Category: catApply},
@@ -62,7 +65,7 @@ func applyCommand(io *IO) *cli.Command {
 	return withUsageErrors(&cli.Command{
 		Name:      "apply",
 		Usage:     "converge a NATS server to the plan: diff first, then create or update safely",
-		UsageText: "lanes apply [-f FILE] [design flags] [connection flags] [--dry-run] [--yes] [--recreate] [--prune] [--force] [--lock-timeout DURATION] [-o table|json]",
+		UsageText: "lanes apply [-f FILE] [design flags] [connection flags] [--dry-run] [--yes] [--recreate] [--prune] [--force] [--missing-lane-start recorded|now|start] [--lock-timeout DURATION] [-o table|json]",
 		Description: `Compare the plan with the live server (the stream, and the lanes found by
 their metadata or names) and make the server match: create the stream or
 update what lanes needs of it (subject transform, max_consumers), create or
@@ -86,12 +89,20 @@ replays nothing. Stopped at --drain-timeout (exit 5), a re-run continues
 from where it is. So does any interrupted apply, including a --recreate
 (finished with or without the flag).
 
+A lane missing while the other lanes of its generation run (deleted by
+hand, e.g. nats consumer rm) is not created again at its generation's
+start when its partition holds messages: that would deliver the ones it
+had processed again, out of order. Apply refuses (exit 4), says how many
+messages are stored on its partition and from which stream sequence, and
+creates it where --missing-lane-start says: recorded, now or start.
+
 Exit codes: 0 done or nothing to do, 2 bad flags or design, 3 changes pending
-(--dry-run), 4 refused (needs --recreate, --force, --yes or a confirmation,
-or another apply holds the lock; nothing changed), 5 not finished (a drain
-timed out, or a mapping: account repartition waits for the new mapping and
---mapping-switched; re-run), 10-14 connection, authentication, permission,
-no JetStream, timeout, 130 interrupted. With mapping: account, the first
+(--dry-run), 4 refused (needs --recreate, --force, --missing-lane-start,
+--yes or a confirmation, or another apply holds the lock; nothing
+changed), 5 not finished (a drain timed out, or a mapping: account
+repartition waits for the new mapping and --mapping-switched; re-run),
+10-14 connection, authentication, permission, no JetStream, timeout, 130
+interrupted. With mapping: account, the first
 apply exits 0 and warns: the operator installs the mapping it prints.
 
 Examples:
@@ -101,6 +112,7 @@ Examples:
    lanes apply -f lanes.yaml --yes --lock-timeout 10m # CI that queues behind another apply
    lanes apply -f lanes.yaml --partitions 16 --yes    # repartition 8 -> 16, order kept
    lanes apply -f lanes.yaml --max-waiting 64 --recreate --yes
+   lanes apply -f lanes.yaml --missing-lane-start now --yes   # a lane deleted by hand: skip what is stored
    lanes apply -f lanes.yaml --mapping account        # then install the printed mapping and
    lanes apply -f lanes.yaml --mapping account --mapping-switched
    lanes apply -f lanes.yaml --context prod --creds ~/prod.creds`,
@@ -124,6 +136,9 @@ Examples:
 			if ttl := c.Duration("lock-ttl"); ttl < time.Second || ttl%time.Second != 0 {
 				return usageErrorf("--lock-ttl %s: use whole seconds, at least 1s (the server's per-key TTL)", ttl)
 			}
+			if v := c.String("missing-lane-start"); c.IsSet("missing-lane-start") && !slices.Contains(converge.RestartChoices, v) {
+				return usageErrorf("--missing-lane-start %q: choose %s", v, strings.Join(converge.RestartChoices, ", "))
+			}
 			p, err := loadPlan(c, io)
 			if err != nil {
 				return err
@@ -132,12 +147,13 @@ Examples:
 				IO: io, Plan: p, Conn: connectOptions(c), DryRun: c.Bool("dry-run"), Yes: c.Bool("yes"), Output: format,
 				NoLock: !c.Bool("lock"), LockWait: c.Duration("lock-timeout"), LockTTL: c.Duration("lock-ttl"),
 				Converge: converge.Options{
-					Recreate:        c.Bool("recreate"),
-					Prune:           c.Bool("prune"),
-					Force:           c.Bool("force"),
-					MappingSwitched: c.Bool("mapping-switched"),
-					DrainTimeout:    c.Duration("drain-timeout"),
-					Concurrency:     c.Int("concurrency"),
+					Recreate:         c.Bool("recreate"),
+					Prune:            c.Bool("prune"),
+					Force:            c.Bool("force"),
+					MappingSwitched:  c.Bool("mapping-switched"),
+					DrainTimeout:     c.Duration("drain-timeout"),
+					Concurrency:      c.Int("concurrency"),
+					MissingLaneStart: c.String("missing-lane-start"),
 				},
 			})
 		},
@@ -163,6 +179,7 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 		return err
 	}
 	defer conn.Close()
+	o.Converge.LaneRecords = laneRecords(conn)
 	view := newApplyView(o, conn.Server)
 	// The lock comes before the diff: a diff read before another apply
 	// finished would be acted on stale.
@@ -247,6 +264,25 @@ func refusedByLock(ctx context.Context, conn *connect.Conn, o ApplyOptions, view
 	}
 	view.done(out)
 	return out.err
+}
+
+// laneRecords reads what lanes work recorded about a design's lanes (its
+// membership bucket), for a lane missing from a generation that runs.
+// lanes work records which instance serves a lane and since when, not yet
+// how far the lane got: Processed stays 0, and --missing-lane-start
+// recorded is refused until it does.
+func laneRecords(conn *connect.Conn) func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
+	return func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
+		sv, err := work.ReadServing(ctx, conn.JS, stream, design)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]converge.LaneRecord, len(sv.Lanes))
+		for lane, ls := range sv.Lanes {
+			out[lane] = converge.LaneRecord{Instance: ls.Instance, Since: ls.Since}
+		}
+		return out, nil
+	}
 }
 
 func lockOwner(o ApplyOptions) converge.LockOwner {

@@ -407,3 +407,25 @@ func TestApplyProgressInLogs(t *testing.T) {
 		t.Errorf("progress on stdout, or drawn as bars:\n%s\n%q", out.String(), errs.String())
 	}
 }
+
+// TestApplyStreamOverlapSaysNothingChanged: the server refuses to create
+// the stream (its subjects overlap another stream's): the result says
+// nothing was changed, not "Partly applied ... nothing changed" (issue 15.12).
+func TestApplyStreamOverlapSaysNothingChanged(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv.URL())
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"msgs.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := lanes(t, applyArgs("--server", srv.URL())...)
+	if code == 0 || !strings.Contains(errs, "overlap") {
+		t.Fatalf("exit %d, want the server's overlap error\n%s\n%s", code, out, errs)
+	}
+	if strings.Contains(out, "Partly applied") || !strings.Contains(out, "Nothing was changed") {
+		t.Fatalf("the result must say nothing was changed:\n%s", out)
+	}
+	if streamExists(t, js, "ORDERS") {
+		t.Fatal("the stream exists")
+	}
+}

@@ -13,13 +13,23 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// Compare reads the live state and computes what apply would do.
+// Compare reads the live state and computes what apply would do. Lanes
+// missing from a generation that runs need more reads (what their
+// partitions hold, what lanes work recorded): the diff is computed again
+// with them.
 func Compare(ctx context.Context, conn *connect.Conn, p *planner.Plan, o Options) (*Diff, error) {
 	live, err := Read(ctx, conn, p.Stream.Name)
 	if err != nil {
 		return nil, err
 	}
-	return Compute(p, live, o), nil
+	d := Compute(p, live, o)
+	if missing := d.missing(); len(missing) > 0 {
+		if err := readMissing(ctx, conn, p, live, o, missing); err != nil {
+			return nil, err
+		}
+		d = Compute(p, live, o)
+	}
+	return d, nil
 }
 
 // Compute is the pure part of Compare: plan + live state -> diff.
@@ -30,8 +40,9 @@ func Compute(p *planner.Plan, live *Live, o Options) *Diff {
 	d.OtherConsumers = inv.others
 	rp := d.repartition(inv)
 	start := d.generationStart(inv, rp)
+	runs := d.generationRuns(inv, rp)
 	for i := range p.Lanes {
-		d.Lanes = append(d.Lanes, d.planLane(i, inv, rp, start))
+		d.Lanes = append(d.Lanes, d.planLane(i, inv, rp, start, runs))
 	}
 	d.otherLanes(inv, rp)
 	d.compareStream(inv, rp)
@@ -254,8 +265,9 @@ func (d *Diff) liveTransformIs(want *planner.SubjectTransform) bool {
 	return *got == *want
 }
 
-// planLane decides what happens to planned lane i.
-func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint64) LaneChange {
+// planLane decides what happens to planned lane i; runs says its
+// generation is in use (a missing lane may have processed messages).
+func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint64, runs bool) LaneChange {
 	p := d.plan
 	want := p.Consumers[i]
 	lc := LaneChange{Name: want.Durable, Partition: i, Partitions: p.Design.Partitions, want: want}
@@ -282,6 +294,9 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint6
 			return lc
 		}
 		lc.Action, lc.StartSeq = ActionCreate, start
+		if runs {
+			d.missingLane(&lc, start)
+		}
 		return lc
 	}
 	lc.live = ci

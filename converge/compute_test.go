@@ -372,7 +372,8 @@ func TestComputeGenerationStart(t *testing.T) {
 			w.lane(p4, i, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[MetaStartSeq] = "77" })
 		}
 		w.live.Stream.LastSeq = 500
-		if s := startOf(Compute(p4, w.live, Options{})); s != 77 {
+		// (Created only when told: its partition may hold messages it processed.)
+		if s := startOf(Compute(p4, w.live, Options{MissingLaneStart: RestartAtStart})); s != 77 {
 			t.Fatalf("start %d", s)
 		}
 	})
@@ -380,7 +381,7 @@ func TestComputeGenerationStart(t *testing.T) {
 		w := newWorld(t, p4).transform(p4)
 		w.lane(p4, 1)
 		w.live.Stream.LastSeq = 500
-		if s := startOf(Compute(p4, w.live, Options{})); s != 0 {
+		if s := startOf(Compute(p4, w.live, Options{MissingLaneStart: RestartAtStart})); s != 0 {
 			t.Fatalf("start %d", s)
 		}
 	})
@@ -493,6 +494,171 @@ func TestComputeDesignsSharingAStream(t *testing.T) {
 		r := refusal(d)
 		if !d.Refused() || strings.Contains(r, "same 8 partitions") || !strings.Contains(r, "the stream maps to 4 partitions") {
 			t.Fatalf("refusals %v", d.Refusals)
+		}
+	})
+}
+
+// TestComputeMissingLane: a lane missing from a generation that runs
+// (deleted by hand) is not created again at the generation's start when
+// its partition holds messages, unless told where it restarts (issue
+// 15.11); a design applied for the first time keeps creating its lanes.
+func TestComputeMissingLane(t *testing.T) {
+	p := plan(t, 8)
+	const gone = 3
+	filter := p.Consumers[gone].FilterSubject
+	// running is the generation with lane 3 deleted; stored counts are
+	// what Compare reads for it.
+	running := func(stored map[StoredKey]jsapi.Stored, opts ...func(*jetstream.ConsumerInfo)) *world {
+		w := newWorld(t, p).transform(p)
+		for i := range p.Consumers {
+			if i != gone {
+				w.lane(p, i, opts...)
+			}
+		}
+		w.live.Stream.LastSeq = 500
+		w.live.Stored = stored
+		return w
+	}
+	counted := map[StoredKey]jsapi.Stored{{filter, 1}: {First: 12, Count: 40, Counted: true}}
+	missing := func(t *testing.T, d *Diff) LaneChange {
+		t.Helper()
+		l := d.Lanes[gone]
+		if l.Missing == nil || l.Missing.Filter != filter {
+			t.Fatalf("lane %s not seen as missing: %+v", l.Name, l)
+		}
+		for i, other := range d.Lanes {
+			if i != gone && (other.Action != ActionUnchanged || other.Missing != nil) {
+				t.Fatalf("lane %s: %+v", other.Name, other)
+			}
+		}
+		return l
+	}
+	refused := func(t *testing.T, d *Diff, want ...string) {
+		t.Helper()
+		l := missing(t, d)
+		all := strings.Join(d.Refusals, "\n")
+		if l.Action != ActionRefused || len(d.Refusals) != 1 || l.Missing.Start != "" {
+			t.Fatalf("want the lane refused: %+v %+v, refusals %v", l, l.Missing, d.Refusals)
+		}
+		for _, w := range append(want, l.Name, "--missing-lane-start") {
+			if !strings.Contains(all, w) {
+				t.Fatalf("refusal without %q:\n%s", w, all)
+			}
+		}
+	}
+
+	t.Run("first apply: created at the start, not missing", func(t *testing.T) {
+		d := Compute(p, &Live{Consumers: jsapi.Empty()}, Options{})
+		w := newWorld(t, p) // a stream made beforehand, no lane yet
+		w.live.Stream.LastSeq = 500
+		for _, d := range []*Diff{d, Compute(p, w.live, Options{})} {
+			wantCounts(t, d, map[Action]int{ActionCreate: 8})
+			if len(d.missing()) > 0 || d.Refused() {
+				t.Fatalf("a first apply is not a missing lane: %v", d.Refusals)
+			}
+		}
+	})
+	t.Run("refused by default, saying what would be delivered again", func(t *testing.T) {
+		d := Compute(p, running(counted).live, Options{})
+		refused(t, d, "the 40 messages stored on its partition from stream seq 12", "deleted by hand")
+		if m := d.Lanes[gone].Missing; m.Stored != 40 || !m.Counted || m.FirstSeq != 12 || m.From != 1 {
+			t.Fatalf("%+v", m)
+		}
+	})
+	t.Run("not read (Compute alone): refused, not counted", func(t *testing.T) {
+		refused(t, Compute(p, running(nil).live, Options{}), "not counted")
+	})
+	t.Run("not countable (no direct gets): refused, from the first stored", func(t *testing.T) {
+		w := running(map[StoredKey]jsapi.Stored{{filter, 1}: {First: 12}})
+		refused(t, Compute(p, w.live, Options{}), "from stream seq 12", "cannot count them")
+	})
+	t.Run("nothing stored: created at the start", func(t *testing.T) {
+		d := Compute(p, running(map[StoredKey]jsapi.Stored{{filter, 1}: {Counted: true}}).live, Options{})
+		if l := missing(t, d); l.Action != ActionCreate || l.StartSeq != 0 || d.Refused() || !strings.Contains(l.Reason, "nothing is stored") {
+			t.Fatalf("%+v %v", l, d.Refusals)
+		}
+	})
+	t.Run("start: every stored message again", func(t *testing.T) {
+		d := Compute(p, running(counted).live, Options{MissingLaneStart: RestartAtStart})
+		l := missing(t, d)
+		if m := l.Missing; l.Action != ActionCreate || d.Refused() || m.Start != RestartAtStart || m.RestartSeq != 1 || m.Delivered != 40 || m.Skipped != 0 {
+			t.Fatalf("%+v %+v", l, m)
+		}
+	})
+	t.Run("now: after the stream's last message", func(t *testing.T) {
+		d := Compute(p, running(counted).live, Options{MissingLaneStart: RestartNow})
+		l := missing(t, d)
+		if m := l.Missing; l.Action != ActionCreate || m.Start != RestartNow || m.RestartSeq != 501 || m.Delivered != 0 || m.Skipped != 40 ||
+			!strings.Contains(l.Reason, "skips the 40 messages") {
+			t.Fatalf("%+v %+v", l, m)
+		}
+	})
+	t.Run("recorded: refused without a recorded position", func(t *testing.T) {
+		w := running(counted)
+		refused(t, Compute(p, w.live, Options{MissingLaneStart: RestartRecorded}), "lanes work has recorded no position", "no record of the lane")
+		w.live.LaneRecords = map[string]LaneRecord{p.Consumers[gone].Durable: {Instance: "a"}}
+		refused(t, Compute(p, w.live, Options{MissingLaneStart: RestartRecorded}), "says which instance served it", "instance a")
+		w.live.LaneRecords, w.live.LaneRecordsErr = nil, "permissions violation"
+		refused(t, Compute(p, w.live, Options{MissingLaneStart: RestartRecorded}), "could not be read: permissions violation")
+	})
+	t.Run("recorded: after the recorded position", func(t *testing.T) {
+		stored := map[StoredKey]jsapi.Stored{{filter, 1}: {First: 12, Count: 40, Counted: true}, {filter, 301}: {First: 305, Count: 15, Counted: true}}
+		w := running(stored)
+		w.live.LaneRecords = map[string]LaneRecord{p.Consumers[gone].Durable: {Instance: "a", Processed: 300}}
+		d := Compute(p, w.live, Options{MissingLaneStart: RestartRecorded})
+		l := missing(t, d)
+		if m := l.Missing; l.Action != ActionCreate || m.Start != RestartRecorded || m.RestartSeq != 301 || m.Delivered != 15 || m.Skipped != 25 || !m.Counted {
+			t.Fatalf("%+v %+v", l, m)
+		}
+	})
+	t.Run("a generation started later: counted from its start, never restarted before it", func(t *testing.T) {
+		at77 := func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[MetaStartSeq] = "77" }
+		w := running(map[StoredKey]jsapi.Stored{{filter, 77}: {First: 80, Count: 9, Counted: true}}, at77)
+		w.live.LaneRecords = map[string]LaneRecord{p.Consumers[gone].Durable: {Processed: 10}} // before the start: an earlier use
+		d := Compute(p, w.live, Options{MissingLaneStart: RestartRecorded})
+		l := missing(t, d)
+		if m := l.Missing; l.StartSeq != 77 || m.From != 77 || m.RestartSeq != 77 || m.Delivered != 9 || m.Skipped != 0 {
+			t.Fatalf("%+v %+v", l, m)
+		}
+	})
+	t.Run("every lane deleted, the running use recorded", func(t *testing.T) {
+		w := newWorld(t, p).transform(p)
+		w.live.Stream.LastSeq = 500
+		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 8): GenerationRecord{Subjects: "x", StartSeq: 40, State: GenerationActive}.String()}
+		d := Compute(p, w.live, Options{})
+		if len(d.missing()) != 8 || !d.Refused() {
+			t.Fatalf("missing %d, refusals %v", len(d.missing()), d.Refusals)
+		}
+		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 8): GenerationRecord{Subjects: "x", StartSeq: 40, RetiredSeq: 90, State: GenerationRetired}.String()}
+		if d := Compute(p, w.live, Options{}); len(d.missing()) != 0 || d.Refused() {
+			t.Fatalf("a retired generation's return is a new use: %v", d.Refusals)
+		}
+	})
+	t.Run("lanes made by hand (untagged): the generation runs too", func(t *testing.T) {
+		d := Compute(p, running(counted, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata = nil }).live, Options{})
+		if l := d.Lanes[gone]; l.Action != ActionRefused || l.Missing == nil {
+			t.Fatalf("%+v %v", l, d.Refusals)
+		}
+	})
+	t.Run("workqueue: acked messages are gone, nothing to deliver again", func(t *testing.T) {
+		w := running(nil)
+		w.live.Stream.Config.Retention = "workqueue"
+		d := Compute(p, w.live, Options{})
+		if l := d.Lanes[gone]; l.Action != ActionCreate || l.Missing != nil || d.Refused() {
+			t.Fatalf("%+v %v", l, d.Refusals)
+		}
+	})
+	t.Run("a repartition's held new lanes are not missing lanes", func(t *testing.T) {
+		p4 := plan(t, 4)
+		w := newWorld(t, p4).transform(p4).lanes(p4)
+		for i := range p.Consumers {
+			if i != gone {
+				w.lane(p, i, held)
+			}
+		}
+		d := Compute(p, w.live, Options{})
+		if l := d.Lanes[gone]; l.Action != ActionCreate || !l.Held || l.Missing != nil || d.Refused() {
+			t.Fatalf("%+v %v", l, d.Refusals)
 		}
 	})
 }

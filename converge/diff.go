@@ -10,6 +10,7 @@
 package converge
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -40,6 +41,16 @@ type Options struct {
 	DrainPoll time.Duration
 	// Concurrency is how many requests are in flight at once (default 32).
 	Concurrency int
+	// MissingLaneStart is where a lane missing from a generation that runs
+	// (deleted by hand) restarts: RestartRecorded, RestartAtStart or
+	// RestartNow. Empty: apply refuses when the lane's partition holds
+	// messages it could deliver again.
+	MissingLaneStart string
+	// LaneRecords, when set, reads what lanes work recorded about a
+	// design's lanes (lane name -> record). Compare calls it only when a
+	// lane is missing from a generation that runs; an error is reported in
+	// the diff, not returned.
+	LaneRecords func(ctx context.Context, stream, design string) (map[string]LaneRecord, error)
 	// Progress, when set, is told how far each phase is.
 	Progress func(Progress)
 }
@@ -151,6 +162,9 @@ type LaneChange struct {
 	// StartSeq is where a created lane starts: after the messages of its
 	// generation that earlier lanes processed (0: at the beginning).
 	StartSeq uint64 `json:"start_seq,omitempty"`
+	// Missing is set for a lane missing from a generation that runs
+	// (deleted by hand): what its partition holds, where it restarts.
+	Missing *MissingLane `json:"missing,omitempty"`
 
 	want        planner.ConsumerConfig
 	live        *jetstream.ConsumerInfo

@@ -37,8 +37,11 @@ type Result struct {
 	// server went away, an interruption): a re-run does it.
 	Remaining []string `json:"remaining,omitempty"`
 	// Warnings are things done that deserve a look.
-	Warnings      []string      `json:"warnings,omitempty"`
-	WriteRequests int64         `json:"write_requests"`
+	Warnings      []string `json:"warnings,omitempty"`
+	WriteRequests int64    `json:"write_requests"`
+	// RefusedWrites are the write requests the server answered with an
+	// error: they changed nothing.
+	RefusedWrites int64         `json:"refused_write_requests,omitempty"`
 	Elapsed       time.Duration `json:"elapsed_ns"`
 }
 
@@ -127,7 +130,7 @@ func Execute(ctx context.Context, conn *connect.Conn, d *Diff) (*Result, error) 
 	x := &executor{a: jsapi.New(conn), d: d, o: d.opts, stream: d.plan.Stream.Name, res: res}
 	start := time.Now()
 	defer func() {
-		res.WriteRequests = x.a.Writes()
+		res.WriteRequests, res.RefusedWrites = x.a.Writes(), x.a.RefusedWrites()
 		res.Elapsed = time.Since(start)
 	}()
 	ctx, cancel := x.a.Guard(ctx)
@@ -278,6 +281,9 @@ func (x *executor) laneWork() []*LaneChange {
 func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 	switch l.Action {
 	case ActionCreate:
+		if l.Missing != nil {
+			return x.createMissing(ctx, l)
+		}
 		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held, l.StartSeq)); err != nil {
 			return err
 		}

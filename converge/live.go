@@ -19,6 +19,14 @@ type Live struct {
 	Consumers *jsapi.Listing // empty when the stream does not exist
 	Requests  int            // API requests the reading took
 	Topology  Topology       // the servers behind the connection
+
+	// Read by Compare only for lanes missing from a generation that runs:
+	// what their partitions hold from a sequence on, and what lanes work
+	// recorded about the design's lanes (LaneRecordsErr: why it could not
+	// be read).
+	Stored         map[StoredKey]jsapi.Stored
+	LaneRecords    map[string]LaneRecord
+	LaneRecordsErr string
 }
 
 // LiveStream is the stream as the server reports it.

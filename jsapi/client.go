@@ -24,11 +24,13 @@ import (
 
 // Client sends JetStream API requests on one connection, as raw JSON, so
 // callers decide exactly which fields they send. It counts the requests,
-// and separately those that change something.
+// and separately those that change something and those of them the server
+// refused.
 type Client struct {
 	conn     *connect.Conn
 	requests atomic.Int64
 	writes   atomic.Int64
+	refused  atomic.Int64
 }
 
 // New is a client on conn.
@@ -43,6 +45,10 @@ func (c *Client) Requests() int64 { return c.requests.Load() }
 // Writes is how many of them were sent with Write.
 func (c *Client) Writes() int64 { return c.writes.Load() }
 
+// RefusedWrites is how many writes the server answered with an error: they
+// changed nothing. (A write that got no answer may have.)
+func (c *Client) RefusedWrites() int64 { return c.refused.Load() }
+
 // Read sends a request that changes nothing: api is the subject after the
 // API prefix (e.g. "STREAM.INFO.ORDERS"), body is marshalled to JSON (nil
 // sends an empty request), and the answer is decoded into out (if not
@@ -53,10 +59,15 @@ func (c *Client) Read(ctx context.Context, api string, body, out any) error {
 	return c.call(ctx, api, body, out)
 }
 
-// Write is Read for a request that changes the server: it is counted.
+// Write is Read for a request that changes the server: it is counted,
+// and so is the server's refusal.
 func (c *Client) Write(ctx context.Context, api string, body, out any) error {
 	c.writes.Add(1)
-	return c.call(ctx, api, body, out)
+	err := c.call(ctx, api, body, out)
+	if _, answered := As(err); answered {
+		c.refused.Add(1)
+	}
+	return err
 }
 
 func (c *Client) call(ctx context.Context, api string, body, out any) error {

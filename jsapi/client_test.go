@@ -45,8 +45,15 @@ func TestRequestPath(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != 404 || e.ErrCode != jsapi.CodeStreamNotFound || !jsapi.IsStreamNotFound(err) {
 		t.Fatalf("missing stream: %#v", err)
 	}
-	if api.Requests() != 3 || api.Writes() != 1 {
-		t.Fatalf("counted %d requests, %d writes; want 3 and 1", api.Requests(), api.Writes())
+	if api.Requests() != 3 || api.Writes() != 1 || api.RefusedWrites() != 0 {
+		t.Fatalf("counted %d requests, %d writes, %d refused; want 3, 1 and 0", api.Requests(), api.Writes(), api.RefusedWrites())
+	}
+	// A write the server refuses changed nothing, and is counted so.
+	if err := api.Write(ctx, "STREAM.CREATE.T", map[string]any{"name": "T", "subjects": []string{"s.x"}}, nil); err == nil {
+		t.Fatal("overlapping subjects accepted")
+	}
+	if api.Writes() != 2 || api.RefusedWrites() != 1 {
+		t.Fatalf("counted %d writes, %d refused; want 2 and 1", api.Writes(), api.RefusedWrites())
 	}
 }
 
@@ -132,8 +139,9 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 }
 
 // TestNextMsgAndSubjects: the head of a filter by direct get and by
-// STREAM.MSG.GET agree; past the end is message not found; the subject
-// counts are complete.
+// STREAM.MSG.GET agree; past the end is message not found; a direct get
+// counts what a filter holds from a sequence on; the subject counts are
+// complete.
 func TestNextMsgAndSubjects(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
@@ -151,6 +159,13 @@ func TestNextMsgAndSubjects(t *testing.T) {
 		}
 		if _, err := api.NextMsg(ctx, name, 4, name+".a", direct); !jsapi.IsMessageNotFound(err) {
 			t.Fatalf("direct=%v past the end: %v", direct, err)
+		}
+		stored, err := api.StoredFrom(ctx, name, 2, name+".>", direct)
+		if want := (jsapi.Stored{First: 2, Count: 3, Counted: true}); err != nil || !direct && stored.First != 2 || direct && stored != want {
+			t.Fatalf("direct=%v: stored from 2: %+v, %v", direct, stored, err)
+		}
+		if stored, err := api.StoredFrom(ctx, name, 5, name+".a", direct); err != nil || stored != (jsapi.Stored{Counted: true}) {
+			t.Fatalf("direct=%v: stored past the end: %+v, %v", direct, stored, err)
 		}
 		subjects, err := api.Subjects(ctx, name, ">")
 		want := map[string]uint64{name + ".a": 2, name + ".b": 1, name + ".c": 1}

@@ -102,3 +102,59 @@ func (c *Client) NextMsg(ctx context.Context, stream string, seq uint64, subject
 	}
 	return &Msg{Seq: seqNo, Subject: h.Get(jetstream.SubjectHeader), Time: at}, nil
 }
+
+// Stored is what a stream holds on a subject filter from a sequence on.
+type Stored struct {
+	First   uint64 // the first such message's stream sequence; 0: none
+	Count   uint64 // how many there are, when Counted
+	Counted bool   // false: the server could not count them (no direct gets)
+}
+
+// StoredFrom reads how many messages are stored on filter at or after seq,
+// and the first of them, without writing anything: a direct get of one
+// message in a batch (nats-server 2.11+), whose Nats-Num-Pending header
+// counts the rest. A stream that does not allow direct gets can only say
+// which message is first (STREAM.MSG.GET): Counted is then false.
+func (c *Client) StoredFrom(ctx context.Context, stream string, seq uint64, filter string, direct bool) (Stored, error) {
+	if !direct {
+		m, err := c.NextMsg(ctx, stream, seq, filter, false)
+		if IsMessageNotFound(err) {
+			return Stored{Counted: true}, nil
+		}
+		if err != nil {
+			return Stored{}, err
+		}
+		return Stored{First: m.Seq}, nil
+	}
+	data, err := marshal(map[string]any{"seq": seq, "next_by_subj": filter, "batch": 1})
+	if err != nil {
+		return Stored{}, err
+	}
+	msg, err := c.request(ctx, "DIRECT.GET."+stream, data)
+	if err != nil {
+		return Stored{}, err
+	}
+	h := msg.Header
+	switch status := h.Get("Status"); {
+	case status == "404":
+		return Stored{Counted: true}, nil
+	case status != "":
+		code, _ := strconv.Atoi(status)
+		return Stored{}, &Error{Code: code, Description: h.Get("Description")}
+	}
+	first, err := strconv.ParseUint(h.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return Stored{}, fmt.Errorf("unreadable answer to DIRECT.GET: %v", err)
+	}
+	// The header counts the messages after this one; a server that does
+	// not batch (before 2.11) leaves it out.
+	rest, err := strconv.ParseUint(h.Get(numPendingHeader), 10, 64)
+	if err != nil {
+		return Stored{First: first}, nil
+	}
+	return Stored{First: first, Count: rest + 1, Counted: true}, nil
+}
+
+// numPendingHeader is how many messages a batched direct get has left
+// after the one it carries (nats-server's JSNumPending).
+const numPendingHeader = "Nats-Num-Pending"

@@ -242,7 +242,7 @@ func laneNote(l converge.LaneChange) string {
 	if p := l.Position; p != nil {
 		parts = append(parts, positionText(*p, false))
 	}
-	if l.StartSeq > 1 && l.Action == converge.ActionCreate {
+	if l.StartSeq > 1 && l.Action == converge.ActionCreate && l.Missing == nil { // a missing lane's reason says where it restarts
 		parts = append(parts, fmt.Sprintf("starts at stream seq %d (nothing stored for its generation before it is replayed)", l.StartSeq))
 	}
 	if l.Reason != "" && l.Action != converge.ActionRefused && l.Action != converge.ActionRecreate {
@@ -364,7 +364,9 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 	heading := fmt.Sprintf("Applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
 	var stopped *converge.StoppedError
 	switch {
-	case err != nil && len(done) == 0 && r.WriteRequests == 0:
+	case err != nil && len(done) == 0 && r.WriteRequests == r.RefusedWrites:
+		// Every write was refused (a stream whose subjects overlap
+		// another's), or none was sent: the server is as it was.
 		fmt.Fprintln(w, s.Bad.Render("Nothing was changed (see the error on stderr)"))
 		return
 	case errors.As(err, &stopped):
@@ -373,8 +375,13 @@ func ResultTable(w io.Writer, s Styles, r *converge.Result, err error) {
 		heading = fmt.Sprintf("Partly applied in %s (%d write requests)", r.Elapsed.Round(time.Millisecond), r.WriteRequests)
 	}
 	fmt.Fprintln(w, s.Heading.Render(heading))
-	if len(done) == 0 {
+	switch {
+	case len(done) == 0 && err == nil:
 		done = append(done, "nothing changed")
+	case len(done) == 0:
+		// Some writes were accepted (or not answered) before the error:
+		// they may have changed something, but finished no step.
+		done = append(done, fmt.Sprintf("no step finished (%d write requests, %d refused by the server)", r.WriteRequests, r.RefusedWrites))
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Join(done, "; "))
 	for _, rc := range r.Recreated {
