@@ -267,10 +267,10 @@ func refusedByLock(ctx context.Context, conn *connect.Conn, o ApplyOptions, view
 }
 
 // laneRecords reads what lanes work recorded about a design's lanes (its
-// membership bucket), for a lane missing from a generation that runs.
-// lanes work records which instance serves a lane and since when, not yet
-// how far the lane got: Processed stays 0, and --missing-lane-start
-// recorded is refused until it does.
+// membership bucket), for a lane missing from a generation that runs:
+// which instance served it, since when, and the last message it processed
+// (recorded every work.RecordEvery at most, and when the lane was handed
+// over or deleted; the record of a deleted lane is kept for a week).
 func laneRecords(conn *connect.Conn) func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
 	return func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
 		sv, err := work.ReadServing(ctx, conn.JS, stream, design)
@@ -279,7 +279,7 @@ func laneRecords(conn *connect.Conn) func(ctx context.Context, stream, design st
 		}
 		out := make(map[string]converge.LaneRecord, len(sv.Lanes))
 		for lane, ls := range sv.Lanes {
-			out[lane] = converge.LaneRecord{Instance: ls.Instance, Since: ls.Since}
+			out[lane] = converge.LaneRecord{Instance: ls.Instance, Since: ls.Since, Processed: ls.Processed}
 		}
 		return out, nil
 	}

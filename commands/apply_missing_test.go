@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,7 +192,45 @@ func TestApplyMissingLaneStart(t *testing.T) {
 			t.Fatalf("delivered %v, want only the messages published after apply %v", got, m.stored[before:])
 		}
 	})
-	t.Run("recorded: lanes work records no position yet", func(t *testing.T) {
+	t.Run("recorded: where lanes work left the lane", func(t *testing.T) {
+		cleanEnv(t)
+		srv := natstest.Start(t)
+		_, js := natstest.Connect(t, srv.URL())
+		m := &missingLane{url: srv.URL(), js: js, lane: fmt.Sprintf("orders-n8-%02d", missingPartition)}
+		if code, _, errs := lanes(t, m.args()...); code != 0 {
+			t.Fatalf("first apply: exit %d %s", code, errs)
+		}
+		p, _ := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", KeyTokens: []int{1}, Partitions: 8})
+		mine, other := natstest.SubjectsFor(t, p, missingPartition, 3), natstest.SubjectsFor(t, p, missingPartition+2, 1)
+		rec := newCallRecorder(t, 0)
+		worker, _ := startLanes(t, workArgs("-s", m.url, "--http", rec.URL, "--instance", "w")...)
+		m.publish(t, mine, other, 20)
+		waitForCond(t, "40 messages processed", 30*time.Second, func() bool { return rec.distinct() >= 40 })
+		// Deleted by hand while lanes work serves it: the worker records
+		// where the lane was.
+		if err := js.DeleteConsumer(context.Background(), "ORDERS", m.lane); err != nil {
+			t.Fatal(err)
+		}
+		last := m.stored[len(m.stored)-1]
+		waitForCond(t, "the deleted lane's position recorded", 20*time.Second, func() bool {
+			code, out, _ := lanes(t, m.args("--missing-lane-start", "recorded", "--dry-run", "-o", "json")...)
+			return code == commands.ExitChanges && strings.Contains(out, fmt.Sprintf(`"restart_seq": %d`, last+1))
+		})
+		if code := stopChild(t, worker, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Fatalf("lanes work: exit %d", code)
+		}
+		before := len(m.stored)
+		m.publish(t, mine, other, 5)
+		code, out, errs := lanes(t, m.args("--missing-lane-start", "recorded")...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+		}
+		natstest.WaitPending(t, js, "ORDERS", m.lane, 5)
+		if got := m.take(t, 5); !slices.Equal(got, m.stored[before:]) {
+			t.Fatalf("delivered %v, want only what lanes work had not processed %v", got, m.stored[before:])
+		}
+	})
+	t.Run("recorded: no lanes work ever served the lane", func(t *testing.T) {
 		m := newMissingLane(t)
 		code, out, errs := lanes(t, m.args("--missing-lane-start", "recorded")...)
 		if code != commands.ExitRefused || !strings.Contains(errs, "lanes work has recorded no position") {

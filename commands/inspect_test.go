@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -574,6 +576,10 @@ type servingDoc struct {
 		ServedBy     string     `json:"served_by"`
 		ServedSince  *time.Time `json:"served_since"`
 		ServedByGone bool       `json:"served_by_gone"`
+		Running      *struct {
+			Seq     uint64  `json:"seq"`
+			Seconds float64 `json:"seconds"`
+		} `json:"running"`
 	} `json:"lanes"`
 	Workers []struct {
 		Design string `json:"design"`
@@ -884,5 +890,47 @@ func TestInspectTwoDesignsOnOneStream(t *testing.T) {
 	}
 	if code != 6 || len(dup) != 1 || dup[0].Code != "duplicate_durable" || !strings.Contains(dup[0].Message, "worker-1, worker-2 all filter") {
 		t.Fatalf("a durable per worker: exit %d, critical findings %+v", code, dup)
+	}
+}
+
+// TestInspectShowsAHungHandler: an --http handler that never answers keeps
+// its lane alive with in-progress acks, which look like deliveries to the
+// server; lanes work records the message once it has run far longer than
+// the lane's usual time, and inspect reports it (long_running, the
+// RUNNING column) instead of "the lanes look healthy".
+func TestInspectShowsAHungHandler(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "2", "--ack-wait", "2s")
+	_, js := natstest.Connect(t, url)
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Lanes-Seq") == "2" {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	startLanes(t, workArgs("-s", url, "--instance", "one", "--http", srv.URL)...)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 2)...)
+	var d servingDoc
+	waitFor(t, 40*time.Second, func() bool {
+		code, out, _ := lanesRun("inspect", "-s", url, "--stream", p.Stream.Name, "-o", "json")
+		if code != 0 && code != commands.ExitThreshold || json.Unmarshal([]byte(out), &d) != nil {
+			return false
+		}
+		return d.codes()["long_running"] == 1
+	}, "inspect to report the hung handler")
+	for _, l := range d.Lanes {
+		if (l.Running != nil) != (l.Name == p.Lanes[1].Name) || l.Running != nil && (l.Running.Seq != 2 || l.Running.Seconds < work.SlowAfter(0).Seconds()) {
+			t.Errorf("lane %s running: %+v", l.Name, l.Running)
+		}
+	}
+	code, table, _ := lanesRun("inspect", "-s", url, "--stream", p.Stream.Name, "--fail-on", "severity>=warning")
+	if code != commands.ExitThreshold || !strings.Contains(table, "RUNNING") || !strings.Contains(table, " seq 2") || strings.Contains(table, "look healthy") {
+		t.Errorf("table (exit %d, want %d):\n%s", code, commands.ExitThreshold, table)
 	}
 }

@@ -39,9 +39,9 @@ const (
 var RestartChoices = []string{RestartRecorded, RestartNow, RestartAtStart}
 
 // LaneRecord is what lanes work last recorded about a lane in its
-// membership bucket: the instance that served it, since when, and (once
-// lanes work records it) the stream sequence of the last message of the
-// lane it processed.
+// membership bucket: the instance that served it, since when, and the
+// stream sequence of the last message of the lane it processed (recorded
+// every few seconds: a lower bound).
 type LaneRecord struct {
 	Instance string    `json:"instance"`
 	Since    time.Time `json:"since"`

@@ -34,6 +34,7 @@ func (j *judge) judgeLanes() {
 		if !j.instanceGone(l) { // one fact: nobody serves the lane
 			j.idle(l)
 		}
+		j.longRunning(l)
 		j.pause(l)
 		if p, ok := j.mismatched[l.Name]; ok {
 			j.add(Finding{Severity: Warning, Code: "metadata_mismatch", Lane: l.Name,
@@ -163,7 +164,7 @@ const takeOverGrace = 10 * time.Second
 // returns whether it reported the lane.
 func (j *judge) instanceGone(l *Lane) bool {
 	srv := l.Server
-	if srv == nil || !srv.Gone || !srv.Expired && !srv.GoneAt.IsZero() {
+	if srv == nil || !srv.Gone || srv.Released || !srv.Expired && !srv.GoneAt.IsZero() {
 		return false
 	}
 	var live []string
@@ -193,6 +194,30 @@ func (j *judge) instanceGone(l *Lane) bool {
 	}
 	j.add(f)
 	return true
+}
+
+// longRunning: lanes work records a message that has run far longer than
+// its lane's usual processing time. A hung handler is otherwise invisible:
+// its in-progress acks restart the ack wait, and they look like
+// deliveries.
+func (j *judge) longRunning(l *Lane) {
+	srv := l.Server
+	if srv == nil || srv.Gone || srv.Running == nil {
+		return
+	}
+	in := srv.Running
+	usual := "no earlier message to compare with"
+	if in.Usual > 0 {
+		usual = "the lane's usual processing time is " + fmtDuration(in.Usual)
+	}
+	attempt := ""
+	if in.Attempt > 1 {
+		attempt = fmt.Sprintf(", attempt %d", in.Attempt)
+	}
+	j.add(Finding{Severity: Warning, Code: "long_running", Lane: l.Name,
+		Message: fmt.Sprintf("lane %s: stream sequence %d has been running for %s on lanes work instance %s%s (%s): its handler may hang, and in-progress acks keep it alive, so the server sees nothing wrong; the lane's other messages wait behind it",
+			l.Name, in.Seq, fmtDuration(nonNegative(l.At.Sub(in.Since))), srv.Instance, attempt, usual),
+		Advice: fmt.Sprintf("look at the handler on %s (lanes work logs 'a message has been running long'); --max-process-time stops a handler that runs longer and retries the message", srv.Instance)})
 }
 
 func headText(l *Lane) string {

@@ -687,6 +687,29 @@ func TestJudgeFindings(t *testing.T) {
 			},
 		},
 		{
+			name: "long_running: lanes work records a message running far longer than the lane's usual",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "hung", 2) },
+			snap: func(b *build) {
+				b.served(0, "one", time.Hour, false, false, 0)
+				b.served(1, "one", time.Hour, false, false, 0)
+				ls := b.serving().Lanes[b.p.Lanes[1].Name]
+				ls.InFlight = &work.InFlight{Seq: 42, Attempt: 1, Since: at.Add(-45 * time.Second), Usual: 3 * time.Millisecond}
+				b.serving().Lanes[b.p.Lanes[1].Name] = ls
+			},
+			want:     []string{"warning long_running hung-n2-01"},
+			contains: []string{"stream sequence 42 has been running for 45s on lanes work instance one", "usual processing time is 3ms"},
+		},
+		{
+			name: "a lane handed over by a live instance, not yet taken, is no instance_gone",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "handover", 2) },
+			snap: func(b *build) {
+				b.served(0, "one", time.Hour, false, false, 0)
+				ls := b.serving().Lanes[b.p.Lanes[0].Name]
+				ls.Released, ls.Gone = true, true
+				b.serving().Lanes[b.p.Lanes[0].Name] = ls
+			},
+		},
+		{
 			name: "an instance that stopped (not died) is intended: a waiting backlog is no_workers",
 			plan: func(t *testing.T) *planner.Plan {
 				return plan(t, "stopped", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))

@@ -27,6 +27,14 @@ type Server struct {
 	Gone    bool
 	Expired bool
 	GoneAt  time.Time
+	// Released: the instance handed the lane over (a stop, or a
+	// rebalance that has not reached the next owner yet); HandingOver:
+	// and it is still a member, so the next owner takes it in a moment.
+	Released    bool
+	HandingOver bool
+	// Running is a message the instance has run far longer than the
+	// lane's usual processing time (it records none that run normally).
+	Running *work.InFlight
 }
 
 // Instance is a lanes work instance of a design.
@@ -172,8 +180,10 @@ func (j *judge) attachWorkers(s *Snapshot) {
 		w := Workers{Design: d}
 		gone := map[string]work.Member{}
 		subjects := map[string]bool{}
+		live := map[string]bool{}
 		for _, m := range sv.Members {
 			w.Live = append(w.Live, instanceOf(m))
+			live[m.Instance] = true
 			subjects[m.DeadLetter] = true
 		}
 		for _, m := range sv.Gone {
@@ -197,7 +207,8 @@ func (j *judge) attachWorkers(s *Snapshot) {
 			if l.Design != d || !ok {
 				continue
 			}
-			l.Server = &Server{Instance: ls.Instance, Since: ls.Since, Gone: ls.Gone}
+			l.Server = &Server{Instance: ls.Instance, Since: ls.Since, Gone: ls.Gone, Released: ls.Released,
+				HandingOver: ls.Released && live[ls.Instance], Running: ls.InFlight}
 			if g, ok := gone[ls.Instance]; ok && ls.Gone {
 				l.Server.Expired, l.Server.GoneAt = g.Expired, g.Renewed
 			}

@@ -103,6 +103,7 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 		{"ACK/S", ok(func(l health.Lane) string { return rateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"PINNED", ok(pinnedText), anyLane(func(l health.Lane) bool { return l.PinnedTTL > 0 })},
 		{"SERVED BY", func(l health.Lane) string { return servedText(s, l) }, anyLane(func(l health.Lane) bool { return l.Server != nil })},
+		{"RUNNING", func(l health.Lane) string { return runningText(s, l) }, anyLane(func(l health.Lane) bool { return l.Server != nil && l.Server.Running != nil })},
 		{"LEADER", func(l health.Lane) string { return dash(clean(l.Leader)) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
 		{"STATE", func(l health.Lane) string { return stateText(s, l) }, always},
 		{"BACKLOG", ok(func(l health.Lane) string { return num(l.Backlog) }), always},
@@ -173,13 +174,29 @@ func servedText(s Styles, l health.Lane) string {
 		return "-"
 	}
 	name := clean(srv.Instance)
-	if srv.Gone {
+	switch {
+	case srv.HandingOver:
+		return name + " (handing over)"
+	case srv.Gone:
 		return s.Bad.Render(name + " gone")
 	}
 	if d, ok := sinceTime(l.At, srv.Since); ok {
 		return fmt.Sprintf("%s (%s)", name, shortDuration(d))
 	}
 	return name
+}
+
+// runningText is how long a message lanes work records as running long
+// has run, and which: "45s seq 3".
+func runningText(s Styles, l health.Lane) string {
+	if l.Server == nil || l.Server.Gone || l.Server.Running == nil {
+		return "-"
+	}
+	in := l.Server.Running
+	if d, ok := sinceTime(l.At, in.Since); ok {
+		return s.Warn.Render(fmt.Sprintf("%s seq %d", shortDuration(d), in.Seq))
+	}
+	return s.Warn.Render(fmt.Sprintf("seq %d", in.Seq))
 }
 
 func sinceTime(at, t time.Time) (time.Duration, bool) {

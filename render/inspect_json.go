@@ -53,48 +53,60 @@ type keyDoc struct {
 }
 
 type laneJSON struct {
-	Name                  string     `json:"name"`
-	Design                string     `json:"design"`
-	Generation            string     `json:"generation,omitempty"`
-	Partition             int        `json:"partition"`
-	Partitions            int        `json:"partitions"`
-	Filter                string     `json:"filter"`
-	CreatedByLanes        bool       `json:"created_by_lanes"`
-	State                 string     `json:"state"`
-	Reason                string     `json:"reason,omitempty"`
-	Pending               uint64     `json:"pending"`
-	AckPending            int        `json:"ack_pending"`
-	MaxAckPending         int        `json:"max_ack_pending"`
-	AtCap                 bool       `json:"at_cap"`
-	Redelivered           int        `json:"redelivered"`
-	Waiting               int        `json:"waiting"`
-	Backlog               uint64     `json:"backlog"`
-	DeliveredStreamSeq    uint64     `json:"delivered_stream_seq"`
-	AckFloorStreamSeq     uint64     `json:"ack_floor_stream_seq"`
-	DeliveredConsumerSeq  uint64     `json:"delivered_consumer_seq"`
-	AckFloorConsumerSeq   uint64     `json:"ack_floor_consumer_seq"`
-	LagSeconds            *float64   `json:"lag_seconds,omitempty"`
-	Head                  *headDoc   `json:"head,omitempty"`
-	HeadDeliveries        int        `json:"head_deliveries,omitempty"`
-	LastDelivery          *time.Time `json:"last_delivery,omitempty"`
-	SinceDeliverySeconds  *float64   `json:"since_delivery_seconds,omitempty"`
-	LastAck               *time.Time `json:"last_ack,omitempty"`
-	SinceAckSeconds       *float64   `json:"since_ack_seconds,omitempty"`
-	AckPolicy             string     `json:"ack_policy,omitempty"`
-	AckWaitSeconds        float64    `json:"ack_wait_seconds"`
-	MaxDeliver            int        `json:"max_deliver"`
-	PinnedTTLSeconds      float64    `json:"pinned_ttl_seconds,omitempty"`
-	PinnedClient          string     `json:"pinned_client,omitempty"`
-	PinnedSince           *time.Time `json:"pinned_since,omitempty"`
-	Paused                bool       `json:"paused"`
-	PauseRemainingSeconds float64    `json:"pause_remaining_seconds,omitempty"`
-	Held                  string     `json:"held,omitempty"`
-	Leader                string     `json:"leader,omitempty"`
-	ServedBy              string     `json:"served_by,omitempty"`
-	ServedSince           *time.Time `json:"served_since,omitempty"`
-	ServedByGone          bool       `json:"served_by_gone,omitempty"`
-	DeliveredPerSecond    *float64   `json:"delivered_per_second,omitempty"`
-	AckedPerSecond        *float64   `json:"acked_per_second,omitempty"`
+	Name                  string      `json:"name"`
+	Design                string      `json:"design"`
+	Generation            string      `json:"generation,omitempty"`
+	Partition             int         `json:"partition"`
+	Partitions            int         `json:"partitions"`
+	Filter                string      `json:"filter"`
+	CreatedByLanes        bool        `json:"created_by_lanes"`
+	State                 string      `json:"state"`
+	Reason                string      `json:"reason,omitempty"`
+	Pending               uint64      `json:"pending"`
+	AckPending            int         `json:"ack_pending"`
+	MaxAckPending         int         `json:"max_ack_pending"`
+	AtCap                 bool        `json:"at_cap"`
+	Redelivered           int         `json:"redelivered"`
+	Waiting               int         `json:"waiting"`
+	Backlog               uint64      `json:"backlog"`
+	DeliveredStreamSeq    uint64      `json:"delivered_stream_seq"`
+	AckFloorStreamSeq     uint64      `json:"ack_floor_stream_seq"`
+	DeliveredConsumerSeq  uint64      `json:"delivered_consumer_seq"`
+	AckFloorConsumerSeq   uint64      `json:"ack_floor_consumer_seq"`
+	LagSeconds            *float64    `json:"lag_seconds,omitempty"`
+	Head                  *headDoc    `json:"head,omitempty"`
+	HeadDeliveries        int         `json:"head_deliveries,omitempty"`
+	LastDelivery          *time.Time  `json:"last_delivery,omitempty"`
+	SinceDeliverySeconds  *float64    `json:"since_delivery_seconds,omitempty"`
+	LastAck               *time.Time  `json:"last_ack,omitempty"`
+	SinceAckSeconds       *float64    `json:"since_ack_seconds,omitempty"`
+	AckPolicy             string      `json:"ack_policy,omitempty"`
+	AckWaitSeconds        float64     `json:"ack_wait_seconds"`
+	MaxDeliver            int         `json:"max_deliver"`
+	PinnedTTLSeconds      float64     `json:"pinned_ttl_seconds,omitempty"`
+	PinnedClient          string      `json:"pinned_client,omitempty"`
+	PinnedSince           *time.Time  `json:"pinned_since,omitempty"`
+	Paused                bool        `json:"paused"`
+	PauseRemainingSeconds float64     `json:"pause_remaining_seconds,omitempty"`
+	Held                  string      `json:"held,omitempty"`
+	Leader                string      `json:"leader,omitempty"`
+	ServedBy              string      `json:"served_by,omitempty"`
+	ServedSince           *time.Time  `json:"served_since,omitempty"`
+	ServedByGone          bool        `json:"served_by_gone,omitempty"`
+	ServedByReleased      bool        `json:"served_by_released,omitempty"`
+	Running               *runningDoc `json:"running,omitempty"`
+	DeliveredPerSecond    *float64    `json:"delivered_per_second,omitempty"`
+	AckedPerSecond        *float64    `json:"acked_per_second,omitempty"`
+}
+
+// runningDoc is a message lanes work records as running far longer than
+// its lane's usual processing time.
+type runningDoc struct {
+	Seq          uint64    `json:"seq"`
+	Attempt      int       `json:"attempt"`
+	Since        time.Time `json:"since"`
+	Seconds      float64   `json:"seconds"`
+	UsualSeconds float64   `json:"usual_seconds,omitempty"`
 }
 
 type headDoc struct {
@@ -295,6 +307,11 @@ func laneDocument(l health.Lane, rates bool) laneJSON {
 	}
 	if l.Server != nil {
 		j.ServedBy, j.ServedSince, j.ServedByGone = l.Server.Instance, timePtr(l.Server.Since), l.Server.Gone
+		j.ServedByReleased = l.Server.Released
+		if in := l.Server.Running; in != nil && !l.Server.Gone {
+			j.Running = &runningDoc{Seq: in.Seq, Attempt: in.Attempt, Since: in.Since.UTC(),
+				Seconds: max(l.At.Sub(in.Since), 0).Seconds(), UsualSeconds: in.Usual.Seconds()}
+		}
 	}
 	if l.Head != nil {
 		j.Head = &headDoc{l.Head.Seq, l.Head.Subject, l.Head.Key, l.Head.Time.UTC()}

@@ -119,6 +119,13 @@ func writeWorkerSeries(b io.Writer, stream string, r *health.Report) {
 				promEscape(l.Design), promEscape(l.Name), partitionLabel(l.Partition), promEscape(l.Server.Instance))
 		}
 	}
+	fmt.Fprintf(b, "# HELP lanes_lane_running_seconds How long the message lanes work records as running far longer than the lane's usual processing time has run.\n# TYPE lanes_lane_running_seconds gauge\n")
+	for _, l := range r.Lanes {
+		if l.Server != nil && !l.Server.Gone && l.Server.Running != nil {
+			fmt.Fprintf(b, "lanes_lane_running_seconds{%s,design=\"%s\",lane=\"%s\",partition=\"%s\",instance=\"%s\"} %g\n", stream,
+				promEscape(l.Design), promEscape(l.Name), partitionLabel(l.Partition), promEscape(l.Server.Instance), max(l.At.Sub(l.Server.Running.Since), 0).Seconds())
+		}
+	}
 	fmt.Fprintf(b, "# HELP lanes_workers Live lanes work instances of the design.\n# TYPE lanes_workers gauge\n")
 	for _, w := range r.Workers {
 		fmt.Fprintf(b, "lanes_workers{%s,design=\"%s\"} %d\n", stream, promEscape(w.Design), len(w.Live))

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/jsapi"
@@ -58,6 +58,7 @@ func mayTake(rec *LaneServer, self string, members map[string]string) (bool, str
 
 // laneRecords reads and writes the lane records of one design.
 type laneRecords struct {
+	js    jetstream.JetStream
 	kv    jetstream.KeyValue
 	scope string
 }
@@ -119,14 +120,27 @@ func (r laneRecords) update(ctx context.Context, c *claim, change func(*LaneServ
 	return nil
 }
 
-// release hands the lane over: its record stays (inspect still shows who
-// served it, and its dead-letter subject), marked released.
-func (r laneRecords) release(ctx context.Context, c *claim) error {
-	err := r.update(ctx, c, func(rec *LaneServer) { rec.Released = true })
-	if err != nil && !errors.Is(err, errClaimLost) {
-		return fmt.Errorf("handing over lane %s: %w", c.lane, err)
+// deletedLaneTTL is how long the record of a deleted lane is kept: where
+// the lane was, should it have been deleted by hand (lanes apply
+// --missing-lane-start recorded).
+const deletedLaneTTL = 7 * 24 * time.Hour
+
+// retire writes a deleted lane's last record, if this instance still
+// holds it, with a TTL: records of the lanes a repartition deleted do not
+// pile up.
+func (r laneRecords) retire(c *claim, change func(*LaneServer), timeout time.Duration) error {
+	rec := c.rec
+	change(&rec)
+	b, _ := json.Marshal(rec)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m := nats.NewMsg("$KV." + r.kv.Bucket() + "." + r.key(c.lane))
+	m.Data = b
+	_, err := r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(c.rev), jetstream.WithMsgTTL(deletedLaneTTL))
+	if conflict(err) {
+		return errClaimLost
 	}
-	return nil
+	return err
 }
 
 func conflict(err error) bool {

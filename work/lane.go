@@ -32,7 +32,19 @@ type lane struct {
 	// closed when it ends (see fence).
 	epoch  string
 	lapsed <-chan struct{}
-	claim  *claim
+	// The lane's record: claim is written under recMu (by the lane's
+	// goroutine, and by the in-progress ack timer for a long message);
+	// lost is closed when a write finds it taken by another instance.
+	recMu    sync.Mutex
+	claim    *claim
+	lost     chan struct{}
+	lostOnce sync.Once
+	// processed is the stream sequence of the last message acked;
+	// recorded when the record last said so (the lane's goroutine only).
+	processed   atomic.Uint64
+	recorded    time.Time
+	recordedSeq uint64
+	deleted     bool // the server said the lane was deleted
 
 	release     chan struct{} // closed: finish the message in hand, then stop
 	releaseOnce sync.Once
@@ -47,7 +59,7 @@ type lane struct {
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
-		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), lost: make(chan struct{})}
 	l.info.Store(info)
 	l.epoch, l.lapsed = w.fence().current()
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
@@ -80,8 +92,54 @@ func (l *lane) releasing() bool {
 	}
 }
 
-// standing says what the lane may still do under its epoch.
-func (l *lane) standing() standing { return l.w.fence().check(l.epoch) }
+// standing says what the lane may still do under its epoch; a lane whose
+// record another instance took has lapsed, whatever its epoch.
+func (l *lane) standing() standing {
+	select {
+	case <-l.lost:
+		return standLapsed
+	default:
+	}
+	return l.w.fence().check(l.epoch)
+}
+
+// writeRecord rewrites the lane's record with change, if this instance
+// still holds it (a compare-and-set on its revision). A record another
+// instance took ends the lane at once, as a lapsed epoch does.
+func (l *lane) writeRecord(change func(*LaneServer)) error {
+	l.recMu.Lock()
+	defer l.recMu.Unlock()
+	return l.writeRecordLocked(change)
+}
+
+func (l *lane) writeRecordLocked(change func(*LaneServer)) error {
+	if l.claim == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.w.cfg.Timeout)
+	defer cancel()
+	err := l.w.records().update(ctx, l.claim, change)
+	if errors.Is(err, errClaimLost) {
+		l.lostOnce.Do(func() {
+			l.w.log.Warn("the lane's record was taken by another instance: giving the lane up", "lane", l.name)
+			close(l.lost)
+		})
+	}
+	return err
+}
+
+// recordProgress writes the last message processed into the lane's record,
+// every RecordEvery at most.
+func (l *lane) recordProgress() {
+	seq := l.processed.Load()
+	if seq == l.recordedSeq || time.Since(l.recorded) < RecordEvery {
+		return
+	}
+	l.recorded, l.recordedSeq = time.Now(), seq
+	if err := l.writeRecord(func(r *LaneServer) { r.Processed = seq }); err != nil && !errors.Is(err, errClaimLost) {
+		l.w.log.Debug("cannot record the lane's position", "lane", l.name, "error", err)
+	}
+}
 
 // run takes the lane and serves it until it is released, deleted, its
 // epoch ends or the worker aborts; a lane given up in good order is
@@ -94,12 +152,24 @@ func (l *lane) run() {
 	}
 	l.stats.serving.Store(true)
 	defer l.stats.serving.Store(false)
-	if l.serve() {
-		ctx, cancel := context.WithTimeout(context.Background(), l.w.cfg.Timeout)
-		defer cancel()
-		if err := l.w.records().release(ctx, l.claim); err != nil {
-			l.w.log.Warn("cannot mark the lane handed over: the next owner takes it when this instance's lease ends", "lane", l.name, "error", err)
+	if !l.serve() || l.standing() == standLapsed {
+		return
+	}
+	seq := l.processed.Load()
+	hand := func(r *LaneServer) { r.Released, r.InFlight, r.Processed = true, nil, max(r.Processed, seq) }
+	if l.deleted {
+		// The record of a deleted lane says where it was for a while (lanes
+		// apply --missing-lane-start recorded), then expires.
+		l.recMu.Lock()
+		err := l.w.records().retire(l.claim, hand, l.w.cfg.Timeout)
+		l.recMu.Unlock()
+		if err != nil && !errors.Is(err, errClaimLost) {
+			l.w.log.Debug("cannot record where the deleted lane was", "lane", l.name, "error", err)
 		}
+		return
+	}
+	if err := l.writeRecord(hand); err != nil && !errors.Is(err, errClaimLost) {
+		l.w.log.Warn("cannot mark the lane handed over: the next owner takes it when this instance's lease ends", "lane", l.name, "error", err)
 	}
 }
 
@@ -191,6 +261,9 @@ func (l *lane) serve() bool {
 		case <-l.lapsed:
 			l.abandon(p)
 			return false
+		case <-l.lost:
+			l.abandon(p)
+			return false
 		case m := <-p.ch:
 			if !l.on(p, event{m, p.note(m)}) {
 				return l.standing() != standLapsed
@@ -275,6 +348,7 @@ func (l *lane) on(p *puller, e event) bool {
 	case evGone:
 		w.log.Debug("lane deleted", "lane", l.name)
 		l.finish(p)
+		l.deleted = true
 		w.laneDeleted(l.name)
 		return false
 	case evBusy, evRefused:
@@ -337,10 +411,15 @@ func (l *lane) abandon(p *puller) {
 // inflight is the message a lane's handler is running.
 type inflight struct {
 	m         *nats.Msg
+	seq       uint64
+	attempt   int
+	started   time.Time
+	usual     time.Duration // the lane's usual processing time when it started
 	deadline  time.Duration // the server redelivers this long after the last in-progress ack
 	every     time.Duration
 	confirmed atomic.Int64 // unix nanos of the last answer from the server about this message
 	cancel    context.CancelCauseFunc
+	slow      atomic.Bool // the lane's record says it runs long
 }
 
 // ours: the server has answered recently enough that the message cannot
@@ -365,9 +444,37 @@ func (l *lane) progress() {
 	} else if !f.ours() {
 		f.cancel(errLostContact)
 	}
+	if time.Since(f.started) >= SlowAfter(f.usual) && !f.slow.Swap(true) {
+		go l.recordSlow(f)
+	}
 	if l.cur.Load() == f {
 		l.wpi.Reset(f.every)
 	}
+}
+
+// recordSlow says in the lane's record that f has run long, so that
+// inspect can tell a hung handler from a busy lane: the in-progress acks
+// keep it looking alive to the server.
+func (l *lane) recordSlow(f *inflight) {
+	l.recMu.Lock()
+	defer l.recMu.Unlock()
+	if l.cur.Load() != f {
+		return // it ended meanwhile
+	}
+	l.w.log.Warn("a message has been running long", "lane", l.name, "seq", f.seq, "attempt", f.attempt,
+		"running", time.Since(f.started).Round(time.Second).String(), "usual", f.usual.String())
+	in := &InFlight{Seq: f.seq, Attempt: f.attempt, Since: f.started.UTC(), Usual: f.usual}
+	if err := l.writeRecordLocked(func(r *LaneServer) { r.InFlight = in }); err != nil {
+		l.w.log.Debug("cannot record the long message", "lane", l.name, "error", err)
+	}
+}
+
+// clearSlow takes a message that ran long out of the lane's record.
+func (l *lane) clearSlow(f *inflight) {
+	if f == nil || !f.slow.Load() {
+		return
+	}
+	_ = l.writeRecord(func(r *LaneServer) { r.InFlight = nil })
 }
 
 // process runs one message and settles it; false ends the lane.
@@ -405,6 +512,7 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	f, err := l.handle(info, m, msg)
 	took := time.Since(start)
 	l.stats.done(took)
+	l.clearSlow(f)
 	p.drain()
 
 	// A lane that is being handed over stops pulling before the ack, so
@@ -422,6 +530,7 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	if !l.settle(p, f, msg, info, err) && p.sub != nil {
 		l.resync(p)
 	}
+	l.recordProgress()
 	return p.sub != nil
 }
 
@@ -448,7 +557,8 @@ func (l *lane) resync(p *puller) {
 func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err error) {
 	w := l.w
 	deadline := info.deadline(msg.Attempt)
-	f = &inflight{m: m, deadline: deadline, every: max(deadline/5, 20*time.Millisecond)}
+	f = &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: time.Now(), usual: time.Duration(l.stats.usual.Load()),
+		deadline: deadline, every: max(deadline/5, 20*time.Millisecond)}
 	f.confirmed.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancelCause(w.abort)
 	defer cancel(nil)
@@ -491,6 +601,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			return false
 		}
 		l.stats.processed.Add(1)
+		l.processed.Store(msg.Seq)
 		return true
 	}
 	switch {
@@ -525,6 +636,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			return false
 		}
 		l.stats.parked.Add(1)
+		l.processed.Store(msg.Seq)
 		w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
 	case kind == outcomeTerm:
 		if err := l.confirm(p, m, []byte("+TERM "+oneLine(herr.Error(), 256))); err != nil {
@@ -532,6 +644,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			return false
 		}
 		l.stats.terminated.Add(1)
+		l.processed.Store(msg.Seq)
 		w.log.Warn("message terminated by the handler", append(attrs, "error", herr)...)
 	default:
 		after := l.nak(f, info, msg.Attempt, want)

@@ -18,6 +18,7 @@ type laneStats struct {
 	parked     atomic.Uint64 // republished to the dead-letter subject, then acked
 	terminated atomic.Uint64 // +TERM at the handler's word
 	since      atomic.Int64  // unix nanos the running handler started; 0 when idle
+	usual      atomic.Int64  // moving average of the processing time, nanos; 0 before the first
 	serving    atomic.Bool
 	hist       prometheus.Observer // nil without metrics
 }
@@ -28,6 +29,11 @@ func (s *laneStats) end()   { s.since.Store(0) }
 func (s *laneStats) done(took time.Duration) {
 	if s.hist != nil {
 		s.hist.Observe(took.Seconds())
+	}
+	if u := s.usual.Load(); u == 0 {
+		s.usual.Store(int64(took))
+	} else {
+		s.usual.Store(u - u/8 + int64(took)/8)
 	}
 }
 

@@ -82,7 +82,33 @@ type LaneServer struct {
 	Gone bool `json:"gone,omitempty"`
 	// DeadLetter is where that instance parks poison messages, if it does.
 	DeadLetter string `json:"dead_letter,omitempty"`
+	// Processed is the stream sequence of the last message of the lane
+	// this instance acked, recorded every RecordEvery while it serves the
+	// lane and when it hands it over: where the lane was at least (lanes
+	// apply --missing-lane-start recorded).
+	Processed uint64 `json:"processed_seq,omitempty"`
+	// InFlight is a message that has run far longer than the lane's usual
+	// processing time: recorded while it runs, cleared when it ends.
+	InFlight *InFlight `json:"in_flight,omitempty"`
 }
+
+// InFlight is a message whose handler has run long (see SlowAfter).
+type InFlight struct {
+	Seq     uint64    `json:"seq"`
+	Attempt int       `json:"attempt"`
+	Since   time.Time `json:"since"` // when the handler started
+	// Usual is the lane's usual processing time on this instance (a moving
+	// average; zero when it had run nothing before).
+	Usual time.Duration `json:"usual_ns,omitempty"`
+}
+
+// RecordEvery is how often a lane's record is rewritten with the last
+// message processed, at most, while messages are processed.
+const RecordEvery = 10 * time.Second
+
+// SlowAfter is how long a message runs before its lane's record says so:
+// ten times the lane's usual processing time, and 10 s at least.
+func SlowAfter(usual time.Duration) time.Duration { return max(10*usual, 10*time.Second) }
 
 // Serving is what the membership bucket says about a design's workers.
 type Serving struct {

@@ -87,3 +87,49 @@ func TestReadServing(t *testing.T) {
 	}
 	_ = natstest.Start
 }
+
+// TestLaneRecordSaysWhatRuns: a lane's record says how far the lane got
+// (the last message acked: processed_seq) and, while a message runs far
+// longer than the lane's usual time, which one and since when; a stop
+// marks it handed over with its last position.
+func TestLaneRecordSaysWhatRuns(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 1)
+	ctx := context.Background()
+	release := make(chan struct{})
+	a := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
+		HandlerFunc(func(ctx context.Context, m *Msg) error {
+			if m.Seq == 3 {
+				select { // a handler that hangs
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}))
+	waitFor(t, "a serves", 10*time.Second, func() bool { return settled(p, 1, 1, a) })
+	lane := p.Lanes[0].Name
+	record := func() LaneServer {
+		sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv.Lanes[lane]
+	}
+	publishKeys(t, js, p, 1, 2)
+	waitFor(t, "processed_seq 1 or 2", 10*time.Second, func() bool { return record().Processed >= 1 })
+	began := time.Now()
+	publishKeys(t, js, p, 1, 1)
+	waitFor(t, "the long message in the record", 30*time.Second, func() bool { return record().InFlight != nil })
+	in := record().InFlight
+	if in.Seq != 3 || in.Attempt != 1 || time.Since(in.Since) < SlowAfter(0) || in.Since.Before(began.Add(-time.Second)) {
+		t.Errorf("in flight: %+v (recorded %s after it began)", in, time.Since(began))
+	}
+	close(release)
+	waitFor(t, "the long message out of the record", 10*time.Second, func() bool { return record().InFlight == nil })
+	if err := a.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if r := record(); !r.Released || !r.Gone || r.Processed != 3 || r.Instance != "a" {
+		t.Errorf("after the stop: %+v, want released by a at processed_seq 3", r)
+	}
+}

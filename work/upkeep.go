@@ -28,7 +28,7 @@ func (w *Worker) setKV(kv jetstream.KeyValue) {
 func (w *Worker) records() laneRecords {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return laneRecords{kv: w.kv, scope: w.scope}
+	return laneRecords{js: w.js, kv: w.kv, scope: w.scope}
 }
 
 func (w *Worker) fence() *fence { return w.fenceV }

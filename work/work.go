@@ -444,10 +444,6 @@ func (w *Worker) laneDeleted(name string) {
 	w.mu.Lock()
 	w.deletedLanes[name] = true
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	defer cancel()
-	r := w.records()
-	_ = publishDelete(ctx, w.js, r.kv.Bucket(), r.key(name), 0)
 	w.relistSoon()
 }
 
