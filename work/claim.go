@@ -104,20 +104,36 @@ func (r laneRecords) take(ctx context.Context, lane string, rec LaneServer, memb
 }
 
 // update rewrites a held lane's record, only if it is still the one this
-// instance wrote: errClaimLost otherwise.
+// instance wrote: errClaimLost otherwise. A write whose answer was lost
+// (a reconnect) may have been applied: a record at another revision that
+// this instance wrote under the same epoch is taken as its own.
 func (r laneRecords) update(ctx context.Context, c *claim, change func(*LaneServer)) error {
 	rec := c.rec
 	change(&rec)
 	b, _ := json.Marshal(rec)
-	rev, err := r.kv.Update(ctx, r.key(c.lane), b, c.rev)
-	if conflict(err) {
-		return errClaimLost
+	for try := 0; ; try++ {
+		rev, err := r.kv.Update(ctx, r.key(c.lane), b, c.rev)
+		if err == nil {
+			c.rec, c.rev = rec, rev
+			return nil
+		}
+		if !conflict(err) {
+			return err
+		}
+		e, gerr := r.kv.Get(ctx, r.key(c.lane))
+		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return gerr
+		}
+		var cur LaneServer
+		if gerr != nil || json.Unmarshal(e.Value(), &cur) != nil || cur.Instance != c.rec.Instance || cur.Epoch != c.rec.Epoch || try > 0 {
+			return errClaimLost
+		}
+		if string(e.Value()) == string(b) {
+			c.rec, c.rev = rec, e.Revision()
+			return nil
+		}
+		c.rev = e.Revision()
 	}
-	if err != nil {
-		return err
-	}
-	c.rec, c.rev = rec, rev
-	return nil
 }
 
 // deletedLaneTTL is how long the record of a deleted lane is kept: where

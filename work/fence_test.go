@@ -99,25 +99,7 @@ func TestMayTake(t *testing.T) {
 	}
 }
 
-// keysOnEveryLane finds one key per partition of p: k0, k1, ... in turn.
-func keysOnEveryLane(t testing.TB, p *planner.Plan) []string {
-	t.Helper()
-	keys := make([]string, p.Design.Partitions)
-	found := 0
-	for i := 0; found < len(keys) && i < 10000; i++ {
-		k := fmt.Sprintf("k%d", i)
-		s, err := p.SubjectForKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, _ := p.LaneOf(s)
-		if keys[l.Partition] == "" {
-			keys[l.Partition] = k
-			found++
-		}
-	}
-	return keys
-}
+func keysOnEveryLane(t testing.TB, p *planner.Plan) []string { return ordercheck.KeysOnEveryLane(t, p) }
 
 // TestCutOffOwnerNeverRunsBesideItsSuccessor is the frozen owner of the
 // faults issue, cut off by a relay that holds its traffic: 8 lanes with a

@@ -129,16 +129,21 @@ func (l *lane) writeRecordLocked(change func(*LaneServer)) error {
 }
 
 // recordProgress writes the last message processed into the lane's record,
-// every RecordEvery at most.
+// every RecordEvery at most, in the background: the lane goes on with its
+// next message meanwhile. Nothing is written while the connection is down,
+// or while another write of the record is under way.
 func (l *lane) recordProgress() {
 	seq := l.processed.Load()
-	if seq == l.recordedSeq || time.Since(l.recorded) < RecordEvery {
+	if seq == l.recordedSeq || time.Since(l.recorded) < RecordEvery || !l.w.nc.IsConnected() || !l.recMu.TryLock() {
 		return
 	}
 	l.recorded, l.recordedSeq = time.Now(), seq
-	if err := l.writeRecord(func(r *LaneServer) { r.Processed = seq }); err != nil && !errors.Is(err, errClaimLost) {
-		l.w.log.Debug("cannot record the lane's position", "lane", l.name, "error", err)
-	}
+	go func() {
+		defer l.recMu.Unlock()
+		if err := l.writeRecordLocked(func(r *LaneServer) { r.Processed = max(r.Processed, seq) }); err != nil && !errors.Is(err, errClaimLost) {
+			l.w.log.Debug("cannot record the lane's position", "lane", l.name, "error", err)
+		}
+	}()
 }
 
 // run takes the lane and serves it until it is released, deleted, its
@@ -678,10 +683,15 @@ func (l *lane) nak(f *inflight, info *laneInfo, attempt int, want time.Duration)
 func (l *lane) confirm(p *puller, m *nats.Msg, body []byte) error {
 	var err error
 	for try := 0; try < 3; try++ {
-		if err = p.confirm(m, body, l.w.cfg.Timeout); err == nil {
-			return nil
+		err = p.confirm(m, body, l.w.cfg.Timeout, l.repull)
+		if errors.Is(err, errReconnected) {
+			// The answer, and the request sent with the ack, went with
+			// the old connection: ask again for both.
+			p.outstanding = false
+			defer l.resume()
+			continue
 		}
-		if errors.Is(err, nats.ErrConnectionClosed) || l.w.abort.Err() != nil {
+		if err == nil || errors.Is(err, nats.ErrConnectionClosed) || l.w.abort.Err() != nil {
 			return err
 		}
 	}

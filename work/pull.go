@@ -151,14 +151,19 @@ func (p *puller) note(m *nats.Msg) pullEvent {
 	return evRefused
 }
 
-var errNoAnswer = errors.New("no answer from the server")
+var (
+	errNoAnswer    = errors.New("no answer from the server")
+	errReconnected = errors.New("reconnected while waiting for the server's answer")
+)
 
 // confirm sends an ack (or term) for m and waits up to timeout for the
 // server's answer, which comes once the ack is applied (replicated, on a
 // clustered lane). Whatever else arrives meanwhile (the next message,
-// statuses) is queued for the lane loop. A stopped puller (a lane being
-// handed over, whose inbox is gone) asks with a plain request.
-func (p *puller) confirm(m *nats.Msg, body []byte, timeout time.Duration) error {
+// statuses) is queued for the lane loop. A reconnect (reconnected
+// signalled) ends the wait with errReconnected: the answer went with the
+// old connection. A stopped puller (a lane being handed over, whose inbox
+// is gone) asks with a plain request.
+func (p *puller) confirm(m *nats.Msg, body []byte, timeout time.Duration, reconnected <-chan struct{}) error {
 	if p.sub == nil {
 		_, err := p.nc.Request(m.Reply, body, timeout)
 		return err
@@ -181,6 +186,8 @@ func (p *puller) confirm(m *nats.Msg, body []byte, timeout time.Duration) error 
 			}
 		case <-p.timer.C:
 			return errNoAnswer
+		case <-reconnected:
+			return errReconnected
 		}
 	}
 }

@@ -110,6 +110,7 @@ func (r *Relay) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
+			<-r.gate() // a frozen relay holds a close too
 			dst.Close()
 			return
 		}

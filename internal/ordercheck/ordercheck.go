@@ -36,6 +36,8 @@ type Run struct {
 	mu    sync.Mutex
 	work  func(instance string) time.Duration // how long a handler works, per instance
 	execs map[string]int                      // executions per instance
+	began map[int]time.Time                   // per message, its first execution's beginning
+	done  map[int]bool                        // per message, finished at least once
 }
 
 // New makes a run of perKey messages for each of keys, round robin, on
@@ -67,7 +69,29 @@ func New(t testing.TB, p *planner.Plan, keys []string, perKey int, work func(ins
 	}
 	laneOf := func(msg int) int { return partition[w.Messages[msg].Key] }
 	return &Run{W: w, Rec: record.New(w, "lanes work", p.Design.Partitions, 1, laneOf, record.Plain),
-		start: time.Now(), lanes: p.Design.Partitions, work: work, execs: map[string]int{}}
+		start: time.Now(), lanes: p.Design.Partitions, work: work, execs: map[string]int{}, began: map[int]time.Time{}, done: map[int]bool{}}
+}
+
+// KeysOnEveryLane finds one key per partition of p: k0, k1, ... in turn.
+func KeysOnEveryLane(t testing.TB, p *planner.Plan) []string {
+	t.Helper()
+	keys := make([]string, p.Design.Partitions)
+	found := 0
+	for i := 0; found < len(keys) && i < 100000; i++ {
+		k := fmt.Sprintf("k%d", i)
+		s, err := p.SubjectForKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, ok := p.LaneOf(s); ok && keys[l.Partition] == "" {
+			keys[l.Partition] = k
+			found++
+		}
+	}
+	if found < len(keys) {
+		t.Fatalf("no key found for some of the %d partitions", len(keys))
+	}
+	return keys
 }
 
 // SetWork changes how long handlers work from now on.
@@ -81,8 +105,14 @@ func (r *Run) SetWork(work func(instance string) time.Duration) {
 // returns when all are stored; it stops early when ctx ends.
 func (r *Run) Publish(ctx context.Context, t testing.TB, js jetstream.JetStream, gap time.Duration) {
 	t.Helper()
-	for i := range r.W.Messages {
-		if gap > 0 && i > 0 {
+	r.PublishRange(ctx, t, js, 0, len(r.W.Messages), gap)
+}
+
+// PublishRange publishes messages from to to-1 (0-based) in order.
+func (r *Run) PublishRange(ctx context.Context, t testing.TB, js jetstream.JetStream, from, to int, gap time.Duration) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if gap > 0 && i > from {
 			select {
 			case <-ctx.Done():
 				return
@@ -105,6 +135,32 @@ func (r *Run) Publish(ctx context.Context, t testing.TB, js jetstream.JetStream,
 	}
 }
 
+// Stalls is, for messages from to to-1, how long after since each first
+// began (messages that have not begun are missing).
+func (r *Run) Stalls(from, to int, since time.Time) map[int]time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[int]time.Duration{}
+	for i := from; i < to; i++ {
+		if at, ok := r.began[i]; ok {
+			out[i] = at.Sub(since)
+		}
+	}
+	return out
+}
+
+// DoneUpTo reports whether every message before to has finished.
+func (r *Run) DoneUpTo(to int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := 0; i < to; i++ {
+		if !r.done[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Execute runs one execution of the message at stream sequence seq on
 // lane partition by instance: it reports its beginning, works, and
 // reports a crash if ctx ends first. It returns whether it finished.
@@ -116,6 +172,9 @@ func (r *Run) Execute(ctx context.Context, instance string, partition int, seq u
 	r.mu.Lock()
 	d := r.work(instance)
 	r.execs[instance]++
+	if _, ok := r.began[msg]; !ok {
+		r.began[msg] = time.Now()
+	}
 	r.mu.Unlock()
 	e := r.Rec.Begin(msg, partition, time.Since(r.start))
 	t := time.NewTimer(d)
@@ -123,6 +182,9 @@ func (r *Run) Execute(ctx context.Context, instance string, partition int, seq u
 	select {
 	case <-t.C:
 		r.Rec.End(e, time.Since(r.start), record.Done)
+		r.mu.Lock()
+		r.done[msg] = true
+		r.mu.Unlock()
 		return true
 	case <-ctx.Done():
 		r.Rec.End(e, time.Since(r.start), record.Crashed)
