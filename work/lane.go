@@ -160,6 +160,11 @@ func (l *lane) run() {
 	if !l.serve() || l.standing() == standLapsed {
 		return
 	}
+	if l.w.abort.Err() != nil || !l.w.nc.IsConnected() {
+		// Stopping at once, or no server to tell: the others take the
+		// lane when this instance's key is gone (a stop removes it).
+		return
+	}
 	seq := l.processed.Load()
 	hand := func(r *LaneServer) { r.Released, r.InFlight, r.Processed = true, nil, max(r.Processed, seq) }
 	if l.deleted {
