@@ -338,8 +338,7 @@ func (l *lane) on(p *puller, e event) bool {
 	case evMessage:
 		switch {
 		case l.standing() == standLapsed:
-			l.abandon(p) // another instance may hold the lane and run it: drop it unrun
-			w.log.Warn("a message arrived after the lane's lease may have ended: dropped unrun, it comes back after its ack wait", "lane", l.name)
+			l.abandon(p, 1) // another instance may hold the lane and run it: drop it unrun
 			return false
 		case l.releasing() || w.abort.Err() != nil || l.standing() == standLeft:
 			l.finish(p, e.m) // delivered as the lane was handed over: give it back
@@ -406,15 +405,25 @@ func (l *lane) finish(p *puller, extra ...*nats.Msg) {
 	}
 }
 
-// abandon stops pulling once the lane's epoch lapsed: whatever reached
-// the inbox is dropped unrun and without a nak, since another instance
-// may hold the lane and run it; it comes back after its ack wait.
-func (l *lane) abandon(p *puller) {
+// abandon stops pulling once the lane's epoch lapsed (or its record was
+// taken): whatever reached the inbox is dropped unrun and without a nak,
+// since another instance may hold the lane and run it; it comes back
+// after its ack wait. held counts messages already taken from the inbox.
+func (l *lane) abandon(p *puller, held ...int) {
 	if p.sub == nil {
 		return
 	}
 	dropped := len(p.stop())
-	l.w.log.Warn("lane given up: this instance's membership lease may have run out, so another instance may serve it",
+	for _, n := range held {
+		dropped += n
+	}
+	why := "this instance's membership lease may have run out"
+	select {
+	case <-l.lost:
+		why = "its record was taken by another instance"
+	default:
+	}
+	l.w.log.Warn("lane given up: "+why+", so another instance may serve it; what arrived is dropped unrun and comes back after its ack wait",
 		"lane", l.name, "dropped_unrun", dropped)
 }
 
