@@ -42,7 +42,7 @@ func workCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "instance", Usage: "this instance's `NAME` in the membership (default: host name and a random suffix)", Category: catWork},
 		&cli.DurationFlag{Name: "lease", Value: work.DefaultLease, Usage: "membership lease `DURATION` (whole seconds, 2s+): a dead instance's lanes move to the others about this long after it died", Category: catWork},
 		&cli.DurationFlag{Name: "max-process-time", Usage: "end a handler after `DURATION` (kill the --exec process group, cancel the --http request) and retry the message; 0: no limit", Category: catWork},
-		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`)", Category: catWork},
+		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM, SIGHUP or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`)", Category: catWork},
 		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order) or park (republish to --dead-letter after --park-after attempts, then ack)", Category: catWork},
 		&cli.StringFlag{Name: "dead-letter", Usage: "`SUBJECT` parked messages are published to (a stream must store it); messages the handler terminates go there too", Category: catWork},
 		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park: attempts `N` before a failing message is parked", Category: catWork},
@@ -81,9 +81,10 @@ else retries.
 (Lanes-Header-<Name> per message header). 2xx acks, 422 or a Lanes-Term
 header terminates, anything else retries (after Retry-After if given).
 
-SIGTERM or Ctrl-C: stop taking messages, let those in flight finish within
---grace, ack them, hand the lanes over at once, exit 0. A second signal
-hands back what is in flight (nak) and exits 130.
+SIGTERM, SIGHUP (a closed terminal) or Ctrl-C: stop taking messages, let
+those in flight finish within --grace, ack them, hand the lanes over at once,
+exit 0. A second SIGTERM or Ctrl-C hands back what is in flight (nak) and
+exits 130.
 
 Examples:
    lanes work -f lanes.yaml --exec './handle.sh'

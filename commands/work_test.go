@@ -294,21 +294,33 @@ func TestWorkJoinLeave(t *testing.T) {
 
 // TestWorkSIGTERMHandsOver: SIGTERM while a message is in flight lets it
 // finish and acks it (no redelivery), hands the lane to the other
-// instance at once and exits 0. A second SIGTERM instead hands the message
-// back at once (the other instance runs it as attempt 2, long before the
-// 30s ack wait) and exits 130.
+// instance at once and exits 0, saying so. SIGHUP (a closed terminal, a
+// dropped ssh session) does the same, also when it comes twice (the
+// kernel, then the shell passing it on). A second SIGTERM instead hands the
+// message back at once (the other instance runs it as attempt 2, long
+// before the 30s ack wait) and exits 130.
 func TestWorkSIGTERMHandsOver(t *testing.T) {
-	for _, twice := range []bool{false, true} {
-		t.Run(map[bool]string{false: "once", true: "twice"}[twice], func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sig   syscall.Signal
+		twice bool
+	}{
+		{"once", syscall.SIGTERM, false},
+		{"SIGHUP", syscall.SIGHUP, false},
+		{"twice", syscall.SIGTERM, true},
+	} {
+		twice := tc.twice
+		t.Run(tc.name, func(t *testing.T) {
 			cleanEnv(t)
 			url := natstest.Start(t).URL()
 			p := applyDesign(t, url, "--partitions", "1")
 			_, js := natstest.Connect(t, url)
 			rec := newCallRecorder(t, 1500*time.Millisecond)
 			cmds := map[string]*exec.Cmd{}
+			stderrs := map[string]*bytes.Buffer{}
 			for _, name := range []string{"a", "b"} {
-				cmd, _ := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
-				cmds[name] = cmd
+				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
+				cmds[name], stderrs[name] = cmd, stderr
 			}
 			waitForCond(t, "both joined", 10*time.Second, func() bool { return members(t, url) == 2 })
 			subject, _ := p.SubjectForKey("alice")
@@ -324,17 +336,22 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			rec.work.Store(int64(10 * time.Millisecond))
 			owner, other := first.instance, map[string]string{"a": "b", "b": "a"}[first.instance]
 			signalled := time.Now()
-			cmds[owner].Process.Signal(syscall.SIGTERM)
+			cmds[owner].Process.Signal(tc.sig)
 			want := 0
-			if twice {
+			if twice || tc.sig == syscall.SIGHUP {
 				time.Sleep(200 * time.Millisecond)
-				cmds[owner].Process.Signal(syscall.SIGTERM)
+				cmds[owner].Process.Signal(tc.sig)
+			}
+			if twice {
 				want = commands.ExitInterrupted
 			}
 			code := waitExit(t, cmds[owner], 10*time.Second)
 			took := time.Since(signalled)
 			if code != want {
-				t.Errorf("exit %d, want %d", code, want)
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, want, stderrs[owner])
+			}
+			if !twice && !strings.Contains(stderrs[owner].String(), "stopped:") {
+				t.Errorf("no stop log; stderr:\n%s", stderrs[owner])
 			}
 			waitForCond(t, "both messages done by the other", 10*time.Second, func() bool {
 				for _, c := range rec.snapshot() {
