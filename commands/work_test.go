@@ -677,3 +677,87 @@ func TestWorkRepartitionUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkKillLeavesNoHandler: an --exec handler (sh and what it started,
+// here a long sleep in the background) does not outlive a lanes work that
+// is killed with SIGKILL: its whole process group is gone at once, not
+// left running under init beside the message's redelivery.
+func TestWorkKillLeavesNoHandler(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "2")
+	_, js := natstest.Connect(t, url)
+	dir := t.TempDir()
+	t.Setenv("OUT", dir)
+	natstest.Publish(t, js, append(natstest.SubjectsFor(t, p, 0, 1), natstest.SubjectsFor(t, p, 1, 1)...)...) // one per lane
+	cmd, stderr := startLanes(t, "work", "--stream", "ORDERS", "-s", url, "--instance", "k1",
+		"--exec", `sleep 300 & echo $! > "$OUT/$LANES_SEQ.child"; echo $$ > "$OUT/$LANES_SEQ.group"; wait`)
+	var groups []int
+	waitForCond(t, "both handlers running", 20*time.Second, func() bool {
+		groups = groups[:0]
+		for seq := 1; seq <= 2; seq++ {
+			for _, f := range []string{"child", "group"} {
+				if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%d.%s", seq, f))); err != nil {
+					return false
+				}
+			}
+			g, _ := strconv.Atoi(strings.TrimSpace(string(mustRead(t, filepath.Join(dir, fmt.Sprintf("%d.group", seq))))))
+			groups = append(groups, g)
+		}
+		return true
+	})
+	t.Cleanup(func() {
+		for _, g := range groups {
+			syscall.Kill(-g, syscall.SIGKILL) // what a failed run left behind
+		}
+	})
+	for _, g := range groups {
+		if n := len(groupMembers(g)); n < 2 {
+			t.Fatalf("process group %d has %d live processes, want sh and its sleep at least", g, n)
+		}
+	}
+	cmd.Process.Kill()
+	waitExit(t, cmd, 5*time.Second)
+	killed := time.Now()
+	waitForCond(t, "the handlers' process groups gone", 5*time.Second, func() bool {
+		for _, g := range groups {
+			if len(groupMembers(g)) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("handlers gone %s after the kill", time.Since(killed).Round(time.Millisecond))
+	for seq := 1; seq <= 2; seq++ {
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(mustRead(t, filepath.Join(dir, fmt.Sprintf("%d.child", seq))))))
+		if alive(pid) {
+			t.Errorf("the handler's child (sleep, pid %d) outlived lanes work; stderr:\n%s", pid, stderr)
+		}
+	}
+}
+
+// groupMembers lists the live processes (zombies excluded) of process
+// group pgid, from /proc.
+func groupMembers(pgid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
+		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(fields[2]); g == pgid {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, pid)
+		}
+	}
+	return out
+}

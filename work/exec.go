@@ -64,10 +64,12 @@ func envName(header string) string {
 // message's metadata and headers in the environment (see Env). Exit 0
 // acks, TermExitCode terminates, anything else retries. When the context
 // ends (max process time, stop) the command's whole process group is
-// killed.
+// killed. On unix systems the process group is also killed when the
+// worker's process ends, however it ends (kill -9 included): a handler
+// never runs on beside its message's redelivery (see handlerCommand).
 type ExecHandler struct {
 	Command string
-	Shell   string    // default "sh"
+	Shell   string    // default "sh"; a POSIX shell
 	Stdout  io.Writer // the handlers' output, shared (writes are serialised; an *os.File is passed as it is)
 	Stderr  io.Writer // also kept (the last 1 KB) as the error of a failure
 	Env     []string  // the inherited environment; default os.Environ()
@@ -90,7 +92,11 @@ func (h *ExecHandler) init() {
 // Handle runs the command for one message.
 func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 	h.once.Do(h.init)
-	cmd := exec.CommandContext(ctx, h.Shell, "-c", h.Command)
+	cmd, started, done, err := handlerCommand(ctx, h.Shell, h.Command)
+	if err != nil {
+		return err
+	}
+	defer done()
 	cmd.Stdin = bytes.NewReader(m.Data)
 	cmd.Env = append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
 	tail := &tailBuffer{max: 1024}
@@ -100,9 +106,12 @@ func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 	} else {
 		cmd.Stderr = tail
 	}
-	ownProcessGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
-	err := cmd.Run()
+	err = cmd.Start()
+	started()
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if err == nil {
 		return nil
 	}

@@ -2,8 +2,15 @@
 
 package work
 
-import "os/exec"
+import (
+	"context"
+	"os/exec"
+)
 
-// ownProcessGroup: without process groups, the context's end kills the
-// shell only.
-func ownProcessGroup(*exec.Cmd) {}
+// handlerCommand runs `shell -c command`. Without process groups, the
+// context's end kills the shell only, and nothing ties the handler's life
+// to the worker's: a handler can outlive a worker that is killed.
+func handlerCommand(ctx context.Context, shell, command string) (cmd *exec.Cmd, started, done func(), err error) {
+	nop := func() {}
+	return exec.CommandContext(ctx, shell, "-c", command), nop, nop, nil
+}

@@ -1,0 +1,83 @@
+//go:build unix
+
+package work
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExecHandlerShell: the command runs as under sh -c (stdin, exit codes,
+// no positional parameters, its own wait and exec), and once it is done
+// nothing of its process group is left running: the lifeline's watcher
+// exits with it.
+func TestExecHandlerShell(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, command string
+		err           string // "" for success
+		out           string
+	}{
+		{"stdin and exit 0", `cat; echo " #$#:$1"`, "", "payload #0:\n"},
+		{"exit code", `exit 7`, "exit 7", ""},
+		{"term", `exit 65`, "terminate: exit 65", ""},
+		{"wait for its own children", `sleep 0.1 & wait; echo waited`, "", "waited\n"},
+		{"exec", `exec sh -c 'echo exec; exit 3'`, "exit 3", "exec\n"},
+		{"not found", `nosuch-lanes-program`, "exit 127", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			group := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			h := &ExecHandler{Command: `echo $$ > ` + group + `; ` + tc.command, Stdout: &out}
+			start := time.Now()
+			err := h.Handle(context.Background(), &Msg{Data: []byte("payload")})
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("took %s", took)
+			}
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
+				t.Errorf("error %v, want %q", err, tc.err)
+			}
+			if out.String() != tc.out {
+				t.Errorf("stdout %q, want %q", out.String(), tc.out)
+			}
+			b, _ := os.ReadFile(group)
+			pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			waitFor(t, "the process group to be empty", 5*time.Second, func() bool { return pgid > 0 && len(liveInGroup(pgid)) == 0 })
+		})
+	}
+}
+
+// liveInGroup lists the live processes (zombies excluded) of a process
+// group, from /proc (empty where there is none).
+func liveInGroup(pgid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
+		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(fields[2]); g == pgid {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, pid)
+		}
+	}
+	return out
+}
