@@ -109,23 +109,34 @@ func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 	cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
 	err = cmd.Start()
 	started()
-	if err == nil {
-		err = cmd.Wait()
+	if err != nil {
+		return Outage(err) // no shell
 	}
-	if err == nil {
+	if err = cmd.Wait(); err == nil {
 		return nil
+	}
+	if broken := CheckOutput(h.out); broken != nil {
+		return Outage(fmt.Errorf("%w (the handler failed: %v)", broken, err))
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ee.ExitCode() == TermExitCode {
+		switch code := ee.ExitCode(); code {
+		case TermExitCode:
 			return Term(fmt.Errorf("exit %d%s", TermExitCode, tail.suffix()))
-		}
-		if ee.ExitCode() >= 0 {
-			return fmt.Errorf("exit %d%s", ee.ExitCode(), tail.suffix())
+		case 126, 127:
+			// The shell could not run the command: found but not
+			// executable, or not found. Nothing of the message was done.
+			return Outage(fmt.Errorf("exit %d, %s%s", code, shellFailure[code], tail.suffix()))
+		case -1: // a signal
+		default:
+			return fmt.Errorf("exit %d%s", code, tail.suffix())
 		}
 	}
 	return fmt.Errorf("%w%s", err, tail.suffix())
 }
+
+// shellFailure: what sh's exit codes 126 and 127 mean.
+var shellFailure = map[int]string{126: "the command is not executable", 127: "command not found"}
 
 // tailBuffer keeps the last max bytes written.
 type tailBuffer struct {
@@ -150,14 +161,37 @@ func (t *tailBuffer) suffix() string {
 }
 
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	failed error // the first write error: the output is broken
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(p)
+	n, err := s.w.Write(p)
+	if err != nil && s.failed == nil {
+		s.failed = err
+	}
+	return n, err
+}
+
+// CheckOutput says why w, where handlers write their output, cannot take
+// it: a pipe or socket whose reader is gone (lanes work ... | head, once
+// head has exited), a terminal that hung up, a writer that failed; nil
+// when it can, or when that cannot be told.
+func CheckOutput(w io.Writer) error {
+	switch w := w.(type) {
+	case *os.File:
+		return checkFile(w)
+	case *syncWriter:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.failed != nil {
+			return fmt.Errorf("lanes work's output cannot be written: %w", w.failed)
+		}
+	}
+	return nil
 }
 
 // lockedWriter serialises writes to w. A file is left as it is: the

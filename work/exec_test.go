@@ -29,7 +29,7 @@ func TestExecHandlerShell(t *testing.T) {
 		{"term", `exit 65`, "terminate: exit 65", ""},
 		{"wait for its own children", `sleep 0.1 & wait; echo waited`, "", "waited\n"},
 		{"exec", `exec sh -c 'echo exec; exit 3'`, "exit 3", "exec\n"},
-		{"not found", `nosuch-lanes-program`, "exit 127", ""},
+		{"not found: an outage", `nosuch-lanes-program`, "the handler could not run: exit 127, command not found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

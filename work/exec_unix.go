@@ -4,9 +4,12 @@ package work
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // lifelineScript runs a handler's command (its first argument) so that it
@@ -44,4 +47,36 @@ func handlerCommand(ctx context.Context, shell, command string) (cmd *exec.Cmd, 
 		w.Close()
 	}
 	return cmd, started, done, nil
+}
+
+// checkFile polls f for writing without waiting: a pipe or socket whose
+// reader is gone reports an error, a terminal that hung up a hang-up.
+func checkFile(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var revents int
+	_ = rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		if n, err := unix.Poll(p, 0); err == nil && n == 1 {
+			revents = int(p[0].Revents)
+		}
+	})
+	switch {
+	case revents&unix.POLLERR != 0:
+		return fmt.Errorf("lanes work's %s is closed (a broken pipe: its reader is gone)", outputName(f))
+	case revents&unix.POLLHUP != 0:
+		return fmt.Errorf("lanes work's %s hung up", outputName(f))
+	case revents&unix.POLLNVAL != 0:
+		return fmt.Errorf("lanes work's %s is not open", outputName(f))
+	}
+	return nil
+}
+
+func outputName(f *os.File) string {
+	if f == os.Stdout {
+		return "stdout"
+	}
+	return f.Name()
 }

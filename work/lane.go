@@ -310,8 +310,8 @@ func (l *lane) resync(p *puller) {
 	l.ask(p)
 }
 
-// handle runs the handler with in-progress acks, the max process time and
-// the worker's abort, and recovers a panic into an error.
+// handle runs the handler with in-progress acks and the worker's abort,
+// trying again while it cannot run at all (untilItRuns).
 func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err error) {
 	w := l.w
 	deadline := info.deadline(msg.Attempt)
@@ -320,11 +320,6 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 	ctx, cancel := context.WithCancelCause(w.abort)
 	defer cancel(nil)
 	f.cancel = cancel
-	if w.cfg.MaxProcessTime > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, w.cfg.MaxProcessTime, errMaxProcessTime)
-		defer stop()
-	}
 	l.cur.Store(f)
 	if !w.cfg.NoProgressAcks {
 		l.wpi.Reset(f.every)
@@ -334,6 +329,19 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 		l.cur.Store(nil)
 		l.wpi.Stop()
 		l.stats.end()
+	}()
+	return f, l.untilItRuns(ctx, msg)
+}
+
+// try runs the handler once, within the max process time, and recovers a
+// panic into an error; an error says why ctx ended, if it did.
+func (l *lane) try(ctx context.Context, msg *Msg) (err error) {
+	if l.w.cfg.MaxProcessTime > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, l.w.cfg.MaxProcessTime, errMaxProcessTime)
+		defer stop()
+	}
+	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
 		}
@@ -343,7 +351,7 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 			}
 		}
 	}()
-	return f, w.handler.Handle(ctx, msg)
+	return l.w.handler.Handle(ctx, msg)
 }
 
 // settle acks, naks, terminates or parks the message as the handler's
@@ -371,6 +379,14 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			_ = m.Respond([]byte("-NAK"))
 		}
 		w.log.Info("handed back unfinished", attrs...)
+		return true
+	case isOutage(herr):
+		// The handler could not run, and the lane is handed over: the
+		// message goes back at once, as no failure of its own.
+		if f.ours() {
+			_ = m.Respond([]byte("-NAK"))
+		}
+		w.log.Info("handed back: the handler could not run", append(attrs, "error", herr)...)
 		return true
 	}
 	l.stats.failed.Add(1)

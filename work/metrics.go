@@ -19,7 +19,8 @@ type laneStats struct {
 	terminated atomic.Uint64 // +TERM at the handler's word
 	since      atomic.Int64  // unix nanos the running handler started; 0 when idle
 	serving    atomic.Bool
-	hist       prometheus.Observer // nil without metrics
+	outage     atomic.Pointer[LaneOutage] // the message waits because the handler could not run; nil: no
+	hist       prometheus.Observer        // nil without metrics
 }
 
 func (s *laneStats) begin() { s.since.Store(time.Now().UnixNano()) }
@@ -79,6 +80,7 @@ var (
 	descTerminated = prometheus.NewDesc("lanes_work_terminated_total", "Messages terminated (+TERM) at the handler's word.", []string{"stream", "lane"}, nil)
 	descAge        = prometheus.NewDesc("lanes_work_in_flight_age_seconds", "How long the message in flight has been processed (0: idle).", []string{"stream", "lane"}, nil)
 	descServing    = prometheus.NewDesc("lanes_work_serving", "1 while this instance serves the lane.", []string{"stream", "lane"}, nil)
+	descOutage     = prometheus.NewDesc("lanes_work_handler_outage", "1 while the lane's message waits because the handler could not run (a missing program, a refused connection, a closed stdout): nothing is parked, the handler is tried again.", []string{"stream", "lane"}, nil)
 	descMembers    = prometheus.NewDesc("lanes_work_members", "Live instances of the design seen in the membership.", []string{"stream", "design"}, nil)
 	descLanes      = prometheus.NewDesc("lanes_work_lanes", "Lanes of the design found on the stream.", []string{"stream", "design"}, nil)
 )
@@ -86,7 +88,7 @@ var (
 type workCollector Metrics
 
 func (c *workCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descMembers, descLanes} {
+	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descOutage, descMembers, descLanes} {
 		ch <- d
 	}
 }
@@ -109,6 +111,11 @@ func (c *workCollector) Collect(ch chan<- prometheus.Metric) {
 			serving = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descServing, prometheus.GaugeValue, serving, stream, name)
+		outage := 0.0
+		if s.outage.Load() != nil {
+			outage = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descOutage, prometheus.GaugeValue, outage, stream, name)
 	}
 	st := w.Stats()
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(st.Members), stream, w.cfg.Design)

@@ -25,6 +25,12 @@ type Stats struct {
 	Terminated uint64
 	InFlight   int
 	Oldest     time.Duration // age of the oldest message in flight
+	// Outages counts the lanes whose message waits because the handler
+	// could not run (see Outages); OutageSince is when the oldest of them
+	// began, OutageReason its last error.
+	Outages      int
+	OutageSince  time.Time
+	OutageReason string
 }
 
 // Stats reads the worker's counters.
@@ -44,6 +50,12 @@ func (w *Worker) Stats() Stats {
 		if age := s.inFlightAge(now); age > 0 {
 			st.InFlight++
 			st.Oldest = max(st.Oldest, age)
+		}
+		if o := s.outage.Load(); o != nil {
+			st.Outages++
+			if st.OutageSince.IsZero() || o.Since.Before(st.OutageSince) {
+				st.OutageSince, st.OutageReason = o.Since, o.Reason
+			}
 		}
 	}
 	return st

@@ -76,7 +76,8 @@ type Worker struct {
 	layouts      map[string]*planner.Layout
 	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
 	joined       bool
-	released     int // lanes handed over so far
+	released     int       // lanes handed over so far
+	outageSince  time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
 }
 
 // New checks the config and prepares a worker on nc (whose JetStream API
