@@ -26,10 +26,11 @@ const (
 // HTTPHandler POSTs each message's payload to URL with its metadata as
 // headers (Lanes-Stream, Lanes-Lane, Lanes-Partition, Lanes-Subject,
 // Lanes-Key, Lanes-Seq, Lanes-Attempt, Lanes-Published, Lanes-Instance,
-// and Lanes-Header-<Name> per message header). A 2xx answer acks; 422 or
-// a Lanes-Term header terminates; anything else, a transport error or the
-// end of the context (max process time, stop: the request is cancelled)
-// retries, after Retry-After when the answer has one. A service that cannot be reached (its name does not
+// and Lanes-Header-<Name> per message header). A 2xx answer whose body
+// arrives whole acks; 422 or a Lanes-Term header terminates; anything
+// else, a transport error or the end of the context (max process time,
+// stop: the request is cancelled) retries, after Retry-After when the
+// answer has one. A service that cannot be reached (its name does not
 // resolve, its connection is refused) is an Outage: the message waits.
 type HTTPHandler struct {
 	URL    string
@@ -88,8 +89,16 @@ func (h *HTTPHandler) Handle(ctx context.Context, m *Msg) error {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // so the connection is reused
+	// The answer counts once it is whole: a body cut off (shorter than
+	// its Content-Length, a connection reset, a chunked body without its
+	// end) is a failure, whatever the status said.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
+	if err != nil {
+		return fmt.Errorf("%s, but the answer's body was cut off: %w", resp.Status, err)
+	}
 	text := strings.TrimSpace(string(body))
 	if reason := resp.Header.Get(HTTPTermHeader); reason != "" || resp.StatusCode == HTTPTermStatus {
 		if reason == "" {
