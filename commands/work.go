@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
 
@@ -130,6 +134,11 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 			return o, usageErrorf("--http: %v", err)
 		}
 	}
+	if o.Exec != "" {
+		if err := work.CheckCommand(o.Exec); err != nil {
+			return o, usageErrorf("--exec %s: %v", planner.Quote(o.Exec, 64), err)
+		}
+	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
 		return o, usageErrorf("--log-format %q: choose text or json", o.LogFormat)
 	}
@@ -207,6 +216,13 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		h = slog.NewJSONHandler(status, hopts)
 	}
 	o.Work.Logger = slog.New(h)
+	// A write to a closed stdout or stderr (lanes work ... 2>&1 | head,
+	// once head has exited) must not end lanes work without a hand-over:
+	// caught (not ignored, which the handlers would inherit), SIGPIPE
+	// turns into a failed write.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 
 	var handler work.Handler
 	if o.HTTP != "" {
@@ -217,6 +233,9 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		handler = hh
 	} else {
 		out := o.IO.Out
+		if err := work.CheckOutput(out); err != nil {
+			return fmt.Errorf("%v: the --exec handlers write there, and each would fail; give lanes work an output (e.g. >> handlers.log, or > /dev/null)", err)
+		}
 		if o.IO.OutTTY {
 			out = status.Wrap(out) // the handlers' output and the status line share the terminal
 		}

@@ -5,6 +5,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
@@ -127,6 +129,9 @@ func TestWorkUsage(t *testing.T) {
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--http", "http://x"}, "choose one"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", " "}, "--exec"},
 		{[]string{"work", "--stream", "ORDERS", "--http", "ftp://x"}, "--http"},
+		{[]string{"work", "--stream", "ORDERS", "--http", "http://127.0.0.1:99999/msg"}, "not a port"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "nosuch-lanes-program --x"}, "nosuch-lanes-program: not found on PATH"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "./nosuch-handler.sh"}, "--exec \"./nosuch-handler.sh\": ./nosuch-handler.sh: no such file"},
 		{[]string{"work", "--exec", "true"}, "--stream"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "1500ms"}, "--lease"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "1s"}, "--lease"},
@@ -760,4 +765,159 @@ func groupMembers(pgid int) []int {
 		}
 	}
 	return out
+}
+
+// TestWorkHandlerOutage: a handler that cannot run (its program missing,
+// its service refusing connections, lanes work's stdout closed) fails
+// every message the same way: that is an outage, not poison. Under
+// --on-poison park --park-after 1 nothing is parked: the message waits
+// (attempt 1, not redelivered), the outage is logged once and shown in the
+// metrics, and once the handler can run the message is processed and the
+// end of the outage logged.
+func TestWorkHandlerOutage(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "1")
+	nc, js := natstest.Connect(t, url)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	park := []string{"work", "--stream", "ORDERS", "-s", url, "--on-poison", "park", "--park-after", "1", "--dead-letter", "dlq.orders"}
+	publish := func(t *testing.T, data string) {
+		t.Helper()
+		if _, err := js.Publish(context.Background(), "msgs.received_from.alice", []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noneParked := func(t *testing.T) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if n, _, _, err := work.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
+			t.Errorf("%d messages parked (%v), want none", n, err)
+		}
+	}
+	_ = nc
+
+	t.Run("exec program missing", func(t *testing.T) {
+		bin := t.TempDir()
+		out := t.TempDir()
+		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		t.Setenv("OUT", out)
+		// cd first: the program is looked for only by the shell, at run time
+		cmd, stderr := startLanes(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler")...)
+		publish(t, "e1")
+		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		time.Sleep(1500 * time.Millisecond) // tries go on meanwhile
+		noneParked(t)
+		os.WriteFile(filepath.Join(bin, "lanes-outage-handler"), []byte("#!/bin/sh\necho \"$LANES_SEQ $LANES_ATTEMPT\" >> \"$OUT/done\"\n"), 0o755)
+		waitForCond(t, "the message processed", 20*time.Second, func() bool {
+			b, _ := os.ReadFile(filepath.Join(out, "done"))
+			return len(b) > 0
+		})
+		if got := string(mustRead(t, filepath.Join(out, "done"))); got != "1 1\n" {
+			t.Errorf("the handler ran as %q, want seq 1, attempt 1: the message was redelivered", got)
+		}
+		waitForCond(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		if e := stderr.String(); strings.Count(e, "handler outage:") != 1 || strings.Contains(e, "message parked") {
+			t.Errorf("the outage should be logged once, nothing parked:\n%s", e)
+		}
+		noneParked(t)
+	})
+
+	t.Run("http connection refused", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		mln, _ := net.Listen("tcp", "127.0.0.1:0")
+		metrics := mln.Addr().String()
+		mln.Close()
+		cmd, stderr := startLanes(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
+		publish(t, "h1")
+		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		var body string
+		waitForCond(t, "the outage in the metrics", 10*time.Second, func() bool {
+			resp, err := http.Get("http://" + metrics + "/metrics")
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			return strings.Contains(body, `lanes_work_handler_outage{lane="orders-n1-00",stream="ORDERS"} 1`)
+		})
+		noneParked(t)
+		var attempts []string
+		var mu sync.Mutex
+		srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			attempts = append(attempts, r.Header.Get("Lanes-Attempt"))
+			mu.Unlock()
+		})}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skip("the port was taken meanwhile:", err)
+		}
+		go srv.Serve(ln)
+		defer srv.Close()
+		waitForCond(t, "the message processed", 20*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(attempts) > 0
+		})
+		waitForCond(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
+		mu.Lock()
+		if len(attempts) != 1 || attempts[0] != "1" {
+			t.Errorf("attempts %v, want one, attempt 1", attempts)
+		}
+		mu.Unlock()
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		noneParked(t)
+	})
+
+	t.Run("stdout closed", func(t *testing.T) {
+		start := func(name string) (*exec.Cmd, *bytes.Buffer, *os.File) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ"))
+			cmd := exec.Command(os.Args[0], "-test.run", "^$")
+			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = w, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			t.Cleanup(func() { cmd.Process.Kill(); r.Close() })
+			return cmd, &stderr, r
+		}
+		// closed before the start: refused at once
+		cmd, stderr, r := start("s0")
+		r.Close()
+		if code := waitExit(t, cmd, 20*time.Second); code != commands.ExitError || !strings.Contains(stderr.String(), "stdout is closed") {
+			t.Errorf("exit %d, want 1 saying stdout is closed; stderr:\n%s", code, stderr)
+		}
+		// closed while running: the message waits, nothing is parked
+		cmd, stderr, r = start("s1")
+		waitForCond(t, "joined", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "rebalanced") })
+		r.Close()
+		publish(t, "s1")
+		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		if !strings.Contains(stderr.String(), "stdout is closed") {
+			t.Errorf("the outage does not say why:\n%s", stderr)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		noneParked(t)
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("exit %d, want 0 (the message handed back); stderr:\n%s", code, stderr)
+		}
+		noneParked(t)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,6 +138,64 @@ func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 
 // shellFailure: what sh's exit codes 126 and 127 mean.
 var shellFailure = map[int]string{126: "the command is not executable", 127: "command not found"}
+
+// CheckCommand looks for the program an --exec command line runs first,
+// where that can be told without running it: the line's first word, after
+// NAME=value assignments and exec, when it is a plain word (no quotes,
+// expansions, globs or operators) and no shell keyword or builtin. A name
+// must be found on PATH; a path must be an executable file. Anything else
+// is left to the shell. An error says what is missing.
+func CheckCommand(command string) error {
+	words := strings.Fields(command)
+	for i, word := range words {
+		end := strings.IndexAny(word, ";&|<>()")
+		if end >= 0 {
+			word = word[:end]
+		}
+		switch {
+		case word == "" || strings.ContainsAny(word, "'\"\\$`*?[]{}~#!"):
+			return nil // an operator, or something the shell expands
+		case assignment.MatchString(word) && end < 0:
+			if strings.HasPrefix(word, "PATH=") {
+				return nil
+			}
+			continue
+		case word == "exec" && end < 0 && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-"):
+			continue
+		case shellWords[word]:
+			return nil
+		}
+		_, err := exec.LookPath(word)
+		switch {
+		case errors.Is(err, exec.ErrDot):
+			return nil // found in the current directory, which sh searches too
+		case err != nil && strings.Contains(word, "/"):
+			if _, serr := os.Stat(word); serr != nil {
+				return fmt.Errorf("%s: no such file", word)
+			}
+			return fmt.Errorf("%s: not an executable file (chmod +x it, or run it with sh %s)", word, word)
+		case err != nil:
+			return fmt.Errorf("%s: not found on PATH (%s)", word, os.Getenv("PATH"))
+		}
+		return nil
+	}
+	return nil
+}
+
+// assignment is a word that sets a variable for the command: NAME=value.
+var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// shellWords are the words a POSIX shell (and bash) runs itself: keywords
+// and builtins, which need no program.
+var shellWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`! { } case do done elif else esac fi for if in then until while function select time [[ ]]
+		. : [ alias bg break builtin cd command continue declare echo eval exec exit export false fc fg getopts hash jobs kill let
+		local logout newgrp printf pwd read readonly return set shift source test times trap true type typeset ulimit umask unalias unset wait`) {
+		shellWords[w] = true
+	}
+}
 
 // tailBuffer keeps the last max bytes written.
 type tailBuffer struct {

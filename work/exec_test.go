@@ -81,3 +81,46 @@ func liveInGroup(pgid int) []int {
 	}
 	return out
 }
+
+// TestCheckCommand: a command line's first program is looked for at start
+// when it can be told without running the line; anything the shell would
+// expand or run itself is left to it.
+func TestCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "handle.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "plain.txt"), []byte("x"), 0o644)
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		command string
+		err     string // "" for no error
+	}{
+		{"cat", ""},
+		{"./handle.sh --x", ""},
+		{"exec ./handle.sh", ""},
+		{"A=1 B=two ./handle.sh", ""},
+		{"nosuch-lanes-program --flag", "nosuch-lanes-program: not found on PATH"},
+		{"A=1 nosuch-lanes-program", "nosuch-lanes-program: not found on PATH"},
+		{"exec nosuch-lanes-program", "nosuch-lanes-program: not found on PATH"},
+		{"nosuch-lanes-program;true", "nosuch-lanes-program: not found on PATH"},
+		{"./nosuch.sh", "./nosuch.sh: no such file"},
+		{"./plain.txt", "./plain.txt: not an executable file"},
+		{dir, "not an executable file"},
+		// left to the shell
+		{"cd /tmp && nosuch-lanes-program", ""},
+		{"echo hi", ""},
+		{"if true; then nosuch-lanes-program; fi", ""},
+		{`"$HANDLER" x`, ""},
+		{"$HANDLER", ""},
+		{"~/bin/handle", ""},
+		{"PATH=/nowhere nosuch-lanes-program", ""},
+		{"(nosuch-lanes-program)", ""},
+		{"{ nosuch-lanes-program; }", ""},
+		{"! nosuch-lanes-program", ""},
+		{"exec -a x nosuch-lanes-program", ""},
+	} {
+		err := CheckCommand(tc.command)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("CheckCommand(%q) = %v, want %q", tc.command, err, tc.err)
+		}
+	}
+}
