@@ -921,3 +921,38 @@ func TestWorkHandlerOutage(t *testing.T) {
 		noneParked(t)
 	})
 }
+
+// TestWorkClosedStderr: lanes work whose stderr is a pipe that closed
+// (lanes work 2>&1 | head, once head has exited) is not killed by SIGPIPE
+// at its next log line: it still stops as asked, handing over, exit 0.
+func TestWorkClosedStderr(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "1")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := json.Marshal([]string{"work", "--stream", "ORDERS", "-s", url, "--exec", "true"})
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	w.Close()
+	line := make([]byte, 4096)
+	var seen string
+	for !strings.Contains(seen, "rebalanced") {
+		n, err := r.Read(line)
+		if err != nil {
+			t.Fatalf("lanes work's stderr ended: %v; it said %q", err, seen)
+		}
+		seen += string(line[:n])
+	}
+	r.Close()
+	if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit %d, want 0: a log line into the closed stderr killed it", code)
+	}
+}
