@@ -46,7 +46,7 @@ func workCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "instance", Usage: "this instance's `NAME` in the membership (default: host name and a random suffix)", Category: catWork},
 		&cli.DurationFlag{Name: "lease", Value: work.DefaultLease, Usage: "membership lease `DURATION` (whole seconds, 2s+): a dead instance's lanes move to the others about this long after it died", Category: catWork},
 		&cli.DurationFlag{Name: "max-process-time", Usage: "end a handler after `DURATION` (kill the --exec process group, cancel the --http request) and retry the message; 0: no limit", Category: catWork},
-		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM, SIGHUP or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`)", Category: catWork},
+		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM, SIGHUP or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`, more than 0)", Category: catWork},
 		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order) or park (republish to --dead-letter after --park-after attempts, then ack)", Category: catWork},
 		&cli.StringFlag{Name: "dead-letter", Usage: "`SUBJECT` parked messages are published to (a stream must store it); messages the handler terminates go there too", Category: catWork},
 		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park: attempts `N` before a failing message is parked", Category: catWork},
@@ -119,7 +119,7 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 		Verbose:     c.Bool("verbose"),
 	}
 	if c.NArg() > 0 {
-		return o, usageErrorf("work takes no arguments (got %q); give the handler with --exec CMD or --http URL", c.Args().First())
+		return o, usageErrorf("work takes no arguments (got %s); give the handler with --exec CMD or --http URL", planner.Quote(c.Args().First(), 64))
 	}
 	switch {
 	case o.Exec == "" && o.HTTP == "":
@@ -127,7 +127,7 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 	case o.Exec != "" && o.HTTP != "":
 		return o, usageErrorf("--exec and --http both give the handler: choose one")
 	case strings.TrimSpace(o.Exec) == "" && o.HTTP == "":
-		return o, usageErrorf("--exec %q: the command is empty", o.Exec)
+		return o, usageErrorf("--exec %s: the command is empty", planner.Quote(o.Exec, 64))
 	}
 	if o.HTTP != "" {
 		if _, err := work.NewHTTPHandler(o.HTTP); err != nil {
@@ -140,7 +140,10 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 		}
 	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
-		return o, usageErrorf("--log-format %q: choose text or json", o.LogFormat)
+		return o, usageErrorf("--log-format %s: choose text or json", planner.Quote(o.LogFormat, 64))
+	}
+	if err := checkListenAddress(o.Metrics); err != nil {
+		return o, usageErrorf("--metrics %s: %v: give HOST:PORT or :PORT, e.g. :9464", planner.Quote(o.Metrics, 64), err)
 	}
 	stream, design, err := workTarget(c, io)
 	if err != nil {
@@ -157,6 +160,17 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 		DeadLetter:     c.String("dead-letter"),
 		ParkAfter:      c.Int("park-after"),
 		Timeout:        o.Conn.Timeout,
+	}
+	// 0 would be no lease and no grace, which the Go API takes for "the
+	// default": refused here rather than silently replaced.
+	if c.IsSet("lease") && o.Work.Lease == 0 {
+		return o, usageErrorf("--lease 0s: must be whole seconds, at least 2s (the default is %s)", work.DefaultLease)
+	}
+	if o.Work.Grace <= 0 {
+		return o, usageErrorf("--grace %s: give the messages in flight some time to finish (e.g. 1s; the default is %s); a second signal hands them back at once", o.Work.Grace, work.DefaultGrace)
+	}
+	if c.IsSet("instance") && o.Work.Instance == "" {
+		return o, usageErrorf("--instance '': give a name (1 to 64 letters, digits, '-' or '_'), or leave the flag out for the host name and a random suffix")
 	}
 	if n := c.Int("park-after"); n < 1 {
 		return o, usageErrorf("--park-after %d: must be at least 1", n)
@@ -278,6 +292,27 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		return fmt.Errorf("messages in flight were handed back (nak) for redelivery")
 	}
 	return err
+}
+
+// checkListenAddress checks a --metrics address ("" is none) before
+// anything starts: HOST:PORT or :PORT, the port a number or a service
+// name.
+func checkListenAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return errors.New(ae.Err)
+		}
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %s is not a port", planner.Quote(port, 32))
+	}
+	return nil
 }
 
 // serveMetrics listens at once (a busy port fails the start, not later)

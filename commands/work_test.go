@@ -143,12 +143,46 @@ func TestWorkUsage(t *testing.T) {
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--log-format", "xml"}, "--log-format"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "extra"}, "no arguments"},
 		{[]string{"work", "-f", "../examples/seed/lanes.yaml", "--exec", "true", "--partitions", "0"}, "partitions"},
+		// 0 is no lease and no grace: refused, not silently the default
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "0"}, "--lease 0s: must be whole seconds, at least 2s"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--grace", "0"}, "--grace 0s:"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--grace", "-1s"}, "--grace -1s:"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", ""}, "--instance"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--metrics", "nonsense"}, "--metrics"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--metrics", "127.0.0.1:99999"}, "--metrics"},
+		// long values are cut where they are echoed
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", strings.Repeat("i", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", strings.Repeat("b ", 5000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--on-poison", strings.Repeat("p", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--dead-letter", strings.Repeat("d*", 5000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--log-format", strings.Repeat("l", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", strings.Repeat("x", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", strings.Repeat(" ", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--http", "http://" + strings.Repeat("h", 10000)}, "bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--metrics", strings.Repeat("m", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", strings.Repeat("a", 10000)}, "(10000 bytes)"},
 	} {
 		code, out, errs := lanes(t, tc.args...)
-		if code != commands.ExitUsage || !strings.Contains(errs, tc.say) || out != "" || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
-			t.Errorf("%v: exit %d (want 2), stderr %q (want one line with %q), stdout %q", tc.args, code, errs, tc.say, out)
+		if code != commands.ExitUsage || !strings.Contains(errs, tc.say) || out != "" || strings.Count(strings.TrimSpace(errs), "\n") > 0 || len(errs) > 600 {
+			t.Errorf("%v: exit %d (want 2), stderr %q (want one line with %q, under 600 bytes), stdout %q", cut(tc.args), code, cut1(errs), tc.say, out)
 		}
 	}
+}
+
+// cut shortens long arguments for a test's message.
+func cut(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = cut1(a)
+	}
+	return out
+}
+
+func cut1(s string) string {
+	if len(s) > 100 {
+		return s[:100] + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return s
 }
 
 // TestWorkNeedsTheStream: a missing stream or dead-letter stream is one

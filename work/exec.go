@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // TermExitCode is the exit code with which an --exec handler says the
@@ -170,12 +172,13 @@ func CheckCommand(command string) error {
 		case errors.Is(err, exec.ErrDot):
 			return nil // found in the current directory, which sh searches too
 		case err != nil && strings.Contains(word, "/"):
+			shown := planner.Printable(word, 64)
 			if _, serr := os.Stat(word); serr != nil {
-				return fmt.Errorf("%s: no such file", word)
+				return fmt.Errorf("%s: no such file", shown)
 			}
-			return fmt.Errorf("%s: not an executable file (chmod +x it, or run it with sh %s)", word, word)
+			return fmt.Errorf("%s: not an executable file (chmod +x it, or run it with sh %s)", shown, shown)
 		case err != nil:
-			return fmt.Errorf("%s: not found on PATH (%s)", word, os.Getenv("PATH"))
+			return fmt.Errorf("%s: not found on PATH (%s)", planner.Printable(word, 64), planner.Printable(os.Getenv("PATH"), 256))
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ func NewHTTPHandler(url string) (*HTTPHandler, error) {
 	req, err := http.NewRequest(http.MethodPost, url, nil)
 	if err != nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
 		return nil, fmt.Errorf("%s is not an http:// or https:// URL", planner.Quote(url, 64))
+	}
+	if host := req.URL.Hostname(); len(host) > 253 || slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > 63 }) {
+		return nil, fmt.Errorf("%s: the host name is longer than a host name can be", planner.Quote(url, 64))
 	}
 	if p := req.URL.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
