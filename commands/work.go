@@ -280,18 +280,72 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		w.Abort()
 	})
 	stopStatus := status.run(w, o.Work.Logger, o.StatusEvery)
+	// What the stop did is told from the counters: those at the signal
+	// against those at the end.
+	atSignal := make(chan work.Stats, 1)
+	unwatch := context.AfterFunc(ctx, func() { atSignal <- w.Stats() })
 	err = w.Run(ctx)
 	stopStatus()
-	switch {
-	case err == nil && ctx.Err() != nil:
-		o.Work.Logger.Info("stopped: messages in flight finished and acked, lanes handed over")
-		return errStoppedCleanly
-	case errors.Is(err, work.ErrGraceExpired):
-		return fmt.Errorf("the --grace period (%s) ended with messages in flight: they were handed back (nak) for redelivery", o.Work.Grace)
-	case errors.Is(err, work.ErrAborted):
-		return fmt.Errorf("messages in flight were handed back (nak) for redelivery")
+	if unwatch() || (err != nil && !errors.Is(err, work.ErrGraceExpired) && !errors.Is(err, work.ErrAborted)) {
+		return err // not stopped by a signal, or failed
 	}
-	return err
+	d := statsSince(<-atSignal, w.Stats())
+	text, clean := stopSummary(d, w.LeaveError(), o.Work.Lease)
+	if !clean {
+		o.Work.Logger.Warn(text)
+	} else {
+		o.Work.Logger.Info(text)
+	}
+	if d.HandedBack == 0 {
+		return errStoppedCleanly
+	}
+	why := "a second signal"
+	if errors.Is(err, work.ErrGraceExpired) {
+		why = fmt.Sprintf("the --grace period (%s) ended", o.Work.Grace)
+	}
+	return fmt.Errorf("%s in flight handed back (nak) for redelivery: %s", count(d.HandedBack, "message was", "messages were"), why)
+}
+
+// statsSince is what changed between two snapshots of a worker's counters.
+func statsSince(a, b work.Stats) work.Stats {
+	return work.Stats{Processed: b.Processed - a.Processed, Failed: b.Failed - a.Failed, Parked: b.Parked - a.Parked,
+		Terminated: b.Terminated - a.Terminated, HandedBack: b.HandedBack - a.HandedBack, Unconfirmed: b.Unconfirmed - a.Unconfirmed}
+}
+
+// stopSummary is lanes work's last line: what became of the messages in
+// flight at the signal (d: the counters' changes since) and of the
+// membership; clean when all went as planned.
+func stopSummary(d work.Stats, leaveErr error, lease time.Duration) (text string, clean bool) {
+	var parts []string
+	add := func(n uint64, one, many string) {
+		if n > 0 {
+			parts = append(parts, count(n, one, many))
+		}
+	}
+	add(d.Processed, "message in flight finished and was acked", "messages in flight finished and were acked")
+	add(d.Failed, "message in flight failed: it is retried after the lane's backoff", "messages in flight failed: they are retried after the lane's backoff")
+	add(d.Parked, "message in flight was parked", "messages in flight were parked")
+	add(d.Terminated, "message in flight was terminated by the handler", "messages in flight were terminated by the handler")
+	add(d.Unconfirmed, "message in flight finished but the server did not confirm its ack: it runs again", "messages in flight finished but the server did not confirm their acks: they run again")
+	add(d.HandedBack, "message in flight was handed back unfinished (nak)", "messages in flight were handed back unfinished (nak)")
+	if len(parts) == 0 {
+		parts = append(parts, "nothing was in flight")
+	}
+	if leaveErr == nil {
+		parts = append(parts, "lanes handed over")
+	} else {
+		parts = append(parts, fmt.Sprintf("leaving the membership failed (%v): the other instances take the lanes when this instance's lease expires (%s)", leaveErr, lease))
+	}
+	clean = d.Failed == 0 && d.Unconfirmed == 0 && d.HandedBack == 0 && leaveErr == nil
+	return "stopped: " + strings.Join(parts, "; "), clean
+}
+
+// count writes n with the singular or plural words.
+func count(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // checkListenAddress checks a --metrics address ("" is none) before

@@ -990,3 +990,79 @@ func TestWorkClosedStderr(t *testing.T) {
 		t.Errorf("exit %d, want 0: a log line into the closed stderr killed it", code)
 	}
 }
+
+// TestWorkStopSaysWhatHappened: the stop's last line says what became of
+// the messages in flight and of the membership, instead of always
+// "finished and acked, lanes handed over": a message that failed during
+// the grace period failed; with the server gone, leaving the membership
+// failed and the acks were not confirmed.
+func TestWorkStopSaysWhatHappened(t *testing.T) {
+	cleanEnv(t)
+	t.Run("a message fails during the grace", func(t *testing.T) {
+		url := natstest.Start(t).URL()
+		p := applyDesign(t, url, "--partitions", "1")
+		_, js := natstest.Connect(t, url)
+		dir := t.TempDir()
+		t.Setenv("OUT", dir)
+		subject, _ := p.SubjectForKey("alice")
+		natstest.Publish(t, js, subject)
+		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", `touch "$OUT/started"; sleep 1; exit 3`)
+		waitForCond(t, "the handler running", 20*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(dir, "started"))
+			return err == nil
+		})
+		if code := r.stop(t); code != 0 {
+			t.Errorf("exit %d, want 0", code)
+		}
+		e := r.err.String()
+		t.Log(stopLine(e))
+		if strings.Contains(e, "finished and acked") || !strings.Contains(e, "stopped: 1 message in flight failed") || !strings.Contains(e, "lanes handed over") {
+			t.Errorf("the stop does not say that the message failed:\n%s", e)
+		}
+	})
+	t.Run("the server is gone", func(t *testing.T) {
+		srv := natstest.Start(t)
+		url := srv.URL()
+		p := applyDesign(t, url, "--partitions", "1")
+		_, js := natstest.Connect(t, url)
+		dir := t.TempDir()
+		t.Setenv("OUT", dir)
+		subject, _ := p.SubjectForKey("alice")
+		natstest.Publish(t, js, subject)
+		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--timeout", "1s", "--exec", `touch "$OUT/started"; sleep 1`)
+		waitForCond(t, "the handler running", 20*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(dir, "started"))
+			return err == nil
+		})
+		srv.Stop()
+		code := r.stop(t)
+		e := r.err.String()
+		t.Log(stopLine(e))
+		if code != 0 || strings.Contains(e, "lanes handed over") || !strings.Contains(e, "leaving the membership failed") ||
+			!strings.Contains(e, "1 message in flight finished but the server did not confirm its ack") {
+			t.Errorf("exit %d; the stop does not say that the server was gone:\n%s", code, e)
+		}
+	})
+	t.Run("nothing in flight", func(t *testing.T) {
+		url := natstest.Start(t).URL()
+		applyDesign(t, url, "--partitions", "1")
+		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "true")
+		waitForCond(t, "serving", 20*time.Second, func() bool { return strings.Contains(r.err.String(), "rebalanced") })
+		if code := r.stop(t); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		if e := r.err.String(); !strings.Contains(e, "stopped: nothing was in flight; lanes handed over") {
+			t.Errorf("stop line:\n%s", e)
+		}
+	})
+}
+
+// stopLine is lanes work's line that says how it stopped.
+func stopLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "stopped:") {
+			return l
+		}
+	}
+	return "no stop line"
+}

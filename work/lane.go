@@ -362,6 +362,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 	attrs := []any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "attempt", msg.Attempt}
 	if herr == nil {
 		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
+			l.stats.unconfirmed.Add(1)
 			w.log.Error("ack not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
 		}
@@ -378,6 +379,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		if f.ours() {
 			_ = m.Respond([]byte("-NAK"))
 		}
+		l.stats.handedBack.Add(1)
 		w.log.Info("handed back unfinished", attrs...)
 		return true
 	case isOutage(herr):
@@ -386,6 +388,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		if f.ours() {
 			_ = m.Respond([]byte("-NAK"))
 		}
+		l.stats.handedBack.Add(1)
 		w.log.Info("handed back: the handler could not run", append(attrs, "error", herr)...)
 		return true
 	}
@@ -404,6 +407,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			return true
 		}
 		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
+			l.stats.unconfirmed.Add(1)
 			w.log.Error("ack of a parked message not confirmed: it will be redelivered and parked again (deduplicated)", append(attrs, "error", err)...)
 			return false
 		}
@@ -411,6 +415,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
 	case kind == outcomeTerm:
 		if err := l.confirm(p, m, []byte("+TERM "+oneLine(herr.Error(), 256))); err != nil {
+			l.stats.unconfirmed.Add(1)
 			w.log.Error("term not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
 		}

@@ -13,14 +13,16 @@ import (
 // laneStats are one lane's counters on this instance. They live as long as
 // the worker, so a lane that leaves and comes back keeps counting.
 type laneStats struct {
-	processed  atomic.Uint64 // acked after success
-	failed     atomic.Uint64 // handler failures (each attempt)
-	parked     atomic.Uint64 // republished to the dead-letter subject, then acked
-	terminated atomic.Uint64 // +TERM at the handler's word
-	since      atomic.Int64  // unix nanos the running handler started; 0 when idle
-	serving    atomic.Bool
-	outage     atomic.Pointer[LaneOutage] // the message waits because the handler could not run; nil: no
-	hist       prometheus.Observer        // nil without metrics
+	processed   atomic.Uint64 // acked after success
+	failed      atomic.Uint64 // handler failures (each attempt)
+	parked      atomic.Uint64 // republished to the dead-letter subject, then acked
+	terminated  atomic.Uint64 // +TERM at the handler's word
+	handedBack  atomic.Uint64 // given back unfinished (nak) on an abort or a hand-over
+	unconfirmed atomic.Uint64 // settled, but the server did not confirm the ack: it runs again
+	since       atomic.Int64  // unix nanos the running handler started; 0 when idle
+	serving     atomic.Bool
+	outage      atomic.Pointer[LaneOutage] // the message waits because the handler could not run; nil: no
+	hist        prometheus.Observer        // nil without metrics
 }
 
 func (s *laneStats) begin() { s.since.Store(time.Now().UnixNano()) }

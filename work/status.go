@@ -23,8 +23,13 @@ type Stats struct {
 	Failed     uint64
 	Parked     uint64
 	Terminated uint64
-	InFlight   int
-	Oldest     time.Duration // age of the oldest message in flight
+	// HandedBack counts messages given back unfinished (nak) on an abort,
+	// at the end of the grace period or on a hand-over; Unconfirmed those
+	// whose ack, term or park the server did not confirm (they run again).
+	HandedBack  uint64
+	Unconfirmed uint64
+	InFlight    int
+	Oldest      time.Duration // age of the oldest message in flight
 	// Outages counts the lanes whose message waits because the handler
 	// could not run (see Outages); OutageSince is when the oldest of them
 	// began, OutageReason its last error.
@@ -44,6 +49,8 @@ func (w *Worker) Stats() Stats {
 		st.Failed += s.failed.Load()
 		st.Parked += s.parked.Load()
 		st.Terminated += s.terminated.Load()
+		st.HandedBack += s.handedBack.Load()
+		st.Unconfirmed += s.unconfirmed.Load()
 		if s.serving.Load() {
 			st.Serving++
 		}

@@ -78,6 +78,7 @@ type Worker struct {
 	joined       bool
 	released     int       // lanes handed over so far
 	outageSince  time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
+	leaveErr     error     // why leaving the membership failed at the stop (stop.go)
 }
 
 // New checks the config and prepares a worker on nc (whose JetStream API
@@ -548,8 +549,9 @@ func (w *Worker) shutdown(ls *lease) error {
 	}
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	if err := ls.leave(ctx, w.cfg.Timeout); err != nil {
-		w.log.Warn("cannot leave the membership: the others take over when the lease expires", "error", err)
+	leaveErr := ls.leave(ctx, w.cfg.Timeout)
+	if leaveErr != nil {
+		w.log.Warn("cannot leave the membership: the others take over when the lease expires", "error", leaveErr)
 	}
 	cancel()
 	if w.abort.Err() == nil {
@@ -578,6 +580,7 @@ func (w *Worker) shutdown(ls *lease) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.running = map[string]*lane{}
+	w.leaveErr = leaveErr
 	return w.abortedBy
 }
 
