@@ -162,7 +162,7 @@ func (l *lane) on(p *puller, e event) bool {
 		return false
 	case evBusy, evRefused:
 		if e.ev == evRefused {
-			w.log.Warn("pull refused by the server", "lane", l.name, "status", e.m.Header.Get("Status"), "description", e.m.Header.Get("Description"))
+			w.log.Warn("pull refused by the server: "+refusal(e.m), "lane", l.name)
 			w.relistSoon() // the lane's config may have changed (priority group)
 		}
 		select {

@@ -100,3 +100,28 @@ func TestOutageIsNotPoison(t *testing.T) {
 		t.Errorf("the outage's end is logged %d times, want once:\n%s", n, text)
 	}
 }
+
+// TestPullRefusedInWords: a pull answered 503 (no responders: JetStream
+// disabled, the lane's stream or its leader gone) is logged in words, not
+// as a bare status with an empty description.
+func TestPullRefusedInWords(t *testing.T) {
+	s, _, _, p := setup(t, "orders", 1)
+	var logs logBuffer
+	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", PullExpiry: 3 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, HandlerFunc(func(context.Context, *Msg) error { return nil }))
+	waitFor(t, "serving", 10*time.Second, func() bool { return w.w.Stats().Serving == 1 })
+	if err := s.Server.Server.DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a refused pull logged", 20*time.Second, func() bool { return strings.Contains(logs.String(), "pull refused") })
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "pull refused") {
+			line = l
+			break
+		}
+	}
+	if !strings.Contains(line, "503") || !strings.Contains(line, "no responders") || strings.Contains(line, `description=""`) {
+		t.Errorf("the refusal is not said in words: %s", line)
+	}
+}
