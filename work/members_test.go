@@ -3,6 +3,8 @@ package work
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +155,40 @@ func TestChurnLosesNoDelivery(t *testing.T) {
 		t.Errorf("the last messages took %s: a delivery was lost in a hand-over and waited for the ack wait", took)
 	}
 	checkOrder(t, rec.snapshot(), true)
+}
+
+// TestJoinLogCountsTruly: the membership lines count the members this
+// instance knows, itself included: an instance that joins after another
+// (or with it) does not log "instance joined ... members=1" for the other
+// and then "rebalanced members=2"; it logs the members it found once its
+// own join is in, and later joins count it.
+func TestJoinLogCountsTruly(t *testing.T) {
+	s, _, _, p := setup(t, "orders", 2)
+	logs := map[string]*logBuffer{}
+	start := func(name string) *started {
+		logs[name] = &logBuffer{}
+		return startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name,
+			Logger: slog.New(slog.NewTextHandler(logs[name], nil))}, HandlerFunc(func(context.Context, *Msg) error { return nil }))
+	}
+	a := start("a")
+	waitFor(t, "a serving", 10*time.Second, func() bool { return a.w.Stats().Serving == 2 })
+	b := start("b")
+	c := start("c") // b and c start together
+	waitFor(t, "three members everywhere", 10*time.Second, func() bool {
+		return a.w.Stats().Members == 3 && b.w.Stats().Members == 3 && c.w.Stats().Members == 3
+	})
+	for name, l := range logs {
+		for _, line := range strings.Split(l.String(), "\n") {
+			if strings.Contains(line, `msg="instance joined"`) && strings.Contains(line, "members=1") {
+				t.Errorf("%s: a join counted without the instance itself: %s", name, line)
+			}
+		}
+	}
+	if !strings.Contains(logs["b"].String(), `msg="in the membership" members=2 instances="[a b]"`) &&
+		!strings.Contains(logs["b"].String(), `msg="in the membership" members=3 instances="[a b c]"`) {
+		t.Errorf("b does not say whom it found:\n%s", logs["b"])
+	}
+	if !strings.Contains(logs["a"].String(), `msg="instance joined" instance=b members=2`) && !strings.Contains(logs["a"].String(), `msg="instance joined" instance=b members=3`) {
+		t.Errorf("a does not count b's join with itself:\n%s", logs["a"])
+	}
 }

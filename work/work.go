@@ -347,12 +347,20 @@ func (w *Worker) applyMember(ev memberEvent) {
 	} else {
 		delete(w.members, ev.instance)
 	}
-	if was != ev.alive && ev.instance != w.cfg.Instance {
-		if ev.alive {
-			w.log.Info("instance joined", "instance", ev.instance, "members", len(w.members))
-		} else {
-			w.log.Info("instance left", "instance", ev.instance, "members", len(w.members))
-		}
+	if was == ev.alive {
+		return
+	}
+	// Counts include this instance: until its own join is seen (the watch
+	// gives the members found first), the others are told in one line
+	// with it, not one by one with a count that leaves it out.
+	switch self := ev.instance == w.cfg.Instance; {
+	case self && ev.alive:
+		w.log.Info("in the membership", "members", len(w.members), "instances", slices.Sorted(maps.Keys(w.members)))
+	case self, !w.members[w.cfg.Instance]:
+	case ev.alive:
+		w.log.Info("instance joined", "instance", ev.instance, "members", len(w.members))
+	default:
+		w.log.Info("instance left", "instance", ev.instance, "members", len(w.members))
 	}
 }
 
