@@ -1066,3 +1066,23 @@ func stopLine(stderr string) string {
 	}
 	return "no stop line"
 }
+
+// TestWorkNoSuchDesign: lanes work --stream S --name nosuch warns that S
+// has no lanes of that design, naming those it has, and keeps running.
+func TestWorkNoSuchDesign(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "2")
+	r := startWorkInProcess(t, "--stream", "ORDERS", "--name", "nosuch", "-s", url, "--exec", "true")
+	waitForCond(t, "the warning", 20*time.Second, func() bool {
+		return strings.Contains(r.err.String(), "no lanes of design nosuch on stream ORDERS") && strings.Contains(r.err.String(), "orders (2 lanes)")
+	})
+	select {
+	case code := <-r.code:
+		t.Fatalf("exited %d: it should keep running, lanes may be applied later", code)
+	default:
+	}
+	if code := r.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -190,5 +191,32 @@ func TestJoinLogCountsTruly(t *testing.T) {
 	}
 	if !strings.Contains(logs["a"].String(), `msg="instance joined" instance=b members=2`) && !strings.Contains(logs["a"].String(), `msg="instance joined" instance=b members=3`) {
 		t.Errorf("a does not count b's join with itself:\n%s", logs["a"])
+	}
+}
+
+// TestNoLanesOfTheDesign: an instance of a design that has no lanes on the
+// stream warns at start, naming the designs that have lanes there, warns
+// again while it stays so, and keeps running: lanes applied later are
+// served.
+func TestNoLanesOfTheDesign(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 2)
+	defer func(d time.Duration) { noLanesRepeat = d }(noLanesRepeat)
+	noLanesRepeat = 300 * time.Millisecond
+	var logs logBuffer
+	rec := &recorder{}
+	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: "billing", Instance: "a", Relist: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, rec.handler("a", nil))
+	waitFor(t, "two warnings", 10*time.Second, func() bool { return strings.Count(logs.String(), "no lanes of design billing") >= 2 })
+	if !strings.Contains(logs.String(), "designs with lanes there: orders (2 lanes)") {
+		t.Errorf("the warning does not name the designs on the stream:\n%s", logs.String())
+	}
+	pb := natstest.Plan(t, "billing", 1, func(d *planner.Design) { d.Stream.Name = p.Stream.Name; d.Subject = p.Design.Subject })
+	natstest.CreateLanes(t, js, pb)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, pb, 0, 1)...)
+	waitFor(t, "the new lane's message processed", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
+	warnings := strings.Count(logs.String(), "no lanes of design billing")
+	time.Sleep(500 * time.Millisecond)
+	if n := strings.Count(logs.String(), "no lanes of design billing"); n != warnings {
+		t.Errorf("still warned after the lanes appeared")
 	}
 }

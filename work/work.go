@@ -76,9 +76,12 @@ type Worker struct {
 	layouts      map[string]*planner.Layout
 	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
 	joined       bool
-	released     int       // lanes handed over so far
-	outageSince  time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
-	leaveErr     error     // why leaving the membership failed at the stop (stop.go)
+	released     int // lanes handed over so far
+
+	// What the worker tells about itself, also guarded by mu.
+	outageSince   time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
+	leaveErr      error     // why leaving the membership failed at the stop (stop.go)
+	noLanesWarned time.Time // when it was last said that the design has no lanes (lanes.go)
 }
 
 // New checks the config and prepares a worker on nc (whose JetStream API
@@ -367,7 +370,7 @@ func (w *Worker) applyMember(ev memberEvent) {
 // listLanes reads the design's lanes; lanes the server could not report
 // (a cluster leader not answering) keep their last known settings.
 func (w *Worker) listLanes(ctx context.Context) error {
-	found, refused, missing, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
+	found, refused, missing, others, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
 	if jsapi.IsStreamNotFound(err) {
 		found, refused, err = map[string]*laneInfo{}, map[string]string{}, nil
 		w.log.Warn("stream not found: no lanes to serve", "stream", w.cfg.Stream)
@@ -377,6 +380,7 @@ func (w *Worker) listLanes(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.warnNoLanes(found, refused, others)
 	for _, name := range missing {
 		if old, ok := w.lanes[name]; ok {
 			found[name] = old
