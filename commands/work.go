@@ -80,10 +80,15 @@ dead-letter subject.
 LANES_SUBJECT, LANES_KEY, LANES_SEQ (the stream sequence: a version for
 conditional writes), LANES_ATTEMPT, LANES_PUBLISHED, LANES_INSTANCE, and
 LANES_HEADER_<NAME> per message header. Exit 0 acks, 65 terminates, anything
-else retries.
+else retries. The handler's process group dies with lanes work, kill -9
+included (unix systems).
 --http: the payload as the body; the same values as Lanes-* headers
-(Lanes-Header-<Name> per message header). 2xx acks, 422 or a Lanes-Term
-header terminates, anything else retries (after Retry-After if given).
+(Lanes-Header-<Name> per message header). 2xx (its body read whole) acks, 422
+or a Lanes-Term header terminates, anything else retries (after Retry-After
+if given).
+A handler that cannot run at all (exit 126 or 127, an --http service that
+cannot be reached, a closed stdout) is an outage, not poison: the message
+waits, nothing is parked, and the handler is tried again (up to every 30s).
 
 SIGTERM, SIGHUP (a closed terminal) or Ctrl-C: stop taking messages, let
 those in flight finish within --grace, ack them, hand the lanes over at once,
