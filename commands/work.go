@@ -301,8 +301,8 @@ func runWork(ctx context.Context, o WorkOptions) error {
 	} else {
 		o.Work.Logger.Info(text)
 	}
-	if d.HandedBack == 0 {
-		return errStoppedCleanly
+	if err == nil || d.HandedBack == 0 {
+		return errStoppedCleanly // (a message waiting on a handler outage goes back at a normal stop)
 	}
 	why := "a second signal"
 	if errors.Is(err, work.ErrGraceExpired) {
