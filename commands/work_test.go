@@ -730,7 +730,7 @@ func TestWorkKillLeavesNoHandler(t *testing.T) {
 	t.Setenv("OUT", dir)
 	natstest.Publish(t, js, append(natstest.SubjectsFor(t, p, 0, 1), natstest.SubjectsFor(t, p, 1, 1)...)...) // one per lane
 	cmd, stderr := startLanes(t, "work", "--stream", "ORDERS", "-s", url, "--instance", "k1",
-		"--exec", `sleep 300 & echo $! > "$OUT/$LANES_SEQ.child"; echo $$ > "$OUT/$LANES_SEQ.group"; wait`)
+		"--exec", `sleep 300 & echo $! > "$OUT/$LANES_SEQ.child"; read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > "$OUT/$LANES_SEQ.group"; wait`)
 	var groups []int
 	waitForCond(t, "both handlers running", 20*time.Second, func() bool {
 		groups = groups[:0]
@@ -751,8 +751,8 @@ func TestWorkKillLeavesNoHandler(t *testing.T) {
 		}
 	})
 	for _, g := range groups {
-		if n := len(groupMembers(g)); n < 2 {
-			t.Fatalf("process group %d has %d live processes, want sh and its sleep at least", g, n)
+		if n := len(groupMembers(g)); n < 3 {
+			t.Fatalf("process group %d has %d live processes, want its keeper, sh and its sleep", g, n)
 		}
 	}
 	cmd.Process.Kill()

@@ -69,7 +69,7 @@ func envName(header string) string {
 // ends (max process time, stop) the command's whole process group is
 // killed. On unix systems the process group is also killed when the
 // worker's process ends, however it ends (kill -9 included): a handler
-// never runs on beside its message's redelivery (see handlerCommand).
+// never runs on beside its message's redelivery (see keeperScript).
 type ExecHandler struct {
 	Command string
 	Shell   string    // default "sh"; a POSIX shell
@@ -79,6 +79,7 @@ type ExecHandler struct {
 	once    sync.Once
 	out     io.Writer
 	errw    io.Writer
+	groups  groups // the handlers' process groups
 }
 
 func (h *ExecHandler) init() {
@@ -95,27 +96,27 @@ func (h *ExecHandler) init() {
 // Handle runs the command for one message.
 func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 	h.once.Do(h.init)
-	cmd, started, done, err := handlerCommand(ctx, h.Shell, h.Command)
-	if err != nil {
-		return err
-	}
-	defer done()
-	cmd.Stdin = bytes.NewReader(m.Data)
-	cmd.Env = append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
+	env := append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
 	tail := &tailBuffer{max: 1024}
-	cmd.Stdout = h.out
+	stderr := io.Writer(tail)
 	if h.errw != nil {
-		cmd.Stderr = io.MultiWriter(h.errw, tail)
-	} else {
-		cmd.Stderr = tail
+		stderr = io.MultiWriter(h.errw, tail)
 	}
-	cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
-	err = cmd.Start()
-	started()
+	cmd, done, err := h.start(func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, h.Shell, "-c", h.Command)
+		cmd.Stdin = bytes.NewReader(m.Data)
+		cmd.Env = env
+		cmd.Stdout = h.out
+		cmd.Stderr = stderr
+		cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
+		return cmd
+	})
 	if err != nil {
 		return Outage(err) // no shell
 	}
-	if err = cmd.Wait(); err == nil {
+	err = cmd.Wait()
+	done()
+	if err == nil {
 		return nil
 	}
 	if broken := CheckOutput(h.out); broken != nil {

@@ -13,13 +13,16 @@ import (
 	"time"
 )
 
-// TestExecHandlerShell: the command runs as under sh -c (stdin, exit codes,
-// no positional parameters, its own wait and exec), and once it is done
-// nothing of its process group is left running: the lifeline's watcher
-// exits with it.
+// TestExecHandlerShell: the command runs as sh -c (stdin, exit codes, no
+// positional parameters, its own wait and exec) in a process group led by
+// its keeper; once it is done nothing but the keeper is left in the group,
+// which the next message uses. A group killed with its keeper is replaced.
 func TestExecHandlerShell(t *testing.T) {
 	dir := t.TempDir()
-	for _, tc := range []struct {
+	var out bytes.Buffer
+	h := &ExecHandler{Command: `read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > "$GROUP_FILE"; eval "$CASE"`, Stdout: &out}
+	groups := map[int]bool{}
+	for i, tc := range []struct {
 		name, command string
 		err           string // "" for success
 		out           string
@@ -30,29 +33,36 @@ func TestExecHandlerShell(t *testing.T) {
 		{"wait for its own children", `sleep 0.1 & wait; echo waited`, "", "waited\n"},
 		{"exec", `exec sh -c 'echo exec; exit 3'`, "exit 3", "exec\n"},
 		{"not found: an outage", `nosuch-lanes-program`, "the handler could not run: exit 127, command not found", ""},
+		{"killed with its group", `sleep 0.1 & exec kill -KILL 0`, "signal: killed", ""},
+		{"after a killed group", `echo again`, "", "again\n"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out bytes.Buffer
-			group := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
-			h := &ExecHandler{Command: `echo $$ > ` + group + `; ` + tc.command, Stdout: &out}
-			start := time.Now()
-			err := h.Handle(context.Background(), &Msg{Data: []byte("payload")})
-			if took := time.Since(start); took > 2*time.Second {
-				t.Errorf("took %s", took)
-			}
-			switch {
-			case tc.err == "" && err != nil:
-				t.Errorf("error %v, want none", err)
-			case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
-				t.Errorf("error %v, want %q", err, tc.err)
-			}
-			if out.String() != tc.out {
-				t.Errorf("stdout %q, want %q", out.String(), tc.out)
-			}
-			b, _ := os.ReadFile(group)
-			pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			waitFor(t, "the process group to be empty", 5*time.Second, func() bool { return pgid > 0 && len(liveInGroup(pgid)) == 0 })
+		out.Reset()
+		group := filepath.Join(dir, strconv.Itoa(i))
+		h.Env = append(os.Environ(), "GROUP_FILE="+group, "CASE="+tc.command)
+		start := time.Now()
+		err := h.Handle(context.Background(), &Msg{Data: []byte("payload")})
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s: took %s", tc.name, took)
+		}
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: error %v, want none", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		}
+		if out.String() != tc.out {
+			t.Errorf("%s: stdout %q, want %q", tc.name, out.String(), tc.out)
+		}
+		b, _ := os.ReadFile(group)
+		pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		groups[pgid] = true
+		waitFor(t, tc.name+": the process group holding its keeper at most", 5*time.Second, func() bool {
+			live := liveInGroup(pgid)
+			return pgid > 0 && (len(live) == 0 || len(live) == 1 && live[0] == pgid)
 		})
+	}
+	if len(groups) != 2 {
+		t.Errorf("the messages ran in %d process groups, want 2: one kept for all, one after the kill", len(groups))
 	}
 }
 
