@@ -134,3 +134,21 @@ func TestCheckCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestExecHandlerGroupIdle: a process group unused for a while is ended:
+// its keeper exits (without killing anything).
+func TestExecHandlerGroupIdle(t *testing.T) {
+	defer func(d time.Duration) { groupIdle = d }(groupIdle)
+	groupIdle = 200 * time.Millisecond
+	group := filepath.Join(t.TempDir(), "group")
+	h := &ExecHandler{Command: `read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > ` + group}
+	if err := h.Handle(context.Background(), &Msg{}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(group)
+	pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if live := liveInGroup(pgid); len(live) != 1 {
+		t.Fatalf("group %d: %v live, want its keeper", pgid, live)
+	}
+	waitFor(t, "the keeper gone", 5*time.Second, func() bool { return len(liveInGroup(pgid)) == 0 })
+}

@@ -29,7 +29,7 @@ const keeperScript = `read -r line <&3 || kill -KILL 0`
 
 // groupIdle is how long a process group waits unused before its keeper
 // is stopped.
-const groupIdle = time.Minute
+var groupIdle = time.Minute
 
 // group is a process group that handlers run in, one at a time.
 type group struct {
@@ -58,8 +58,9 @@ func (g *group) stop() {
 // groups are an ExecHandler's process groups: as many as handlers run at
 // once, the most recently used taken first, stopped after groupIdle.
 type groups struct {
-	mu   sync.Mutex
-	free []*group // the least recently used first
+	mu    sync.Mutex
+	free  []*group    // the least recently used first
+	sweep *time.Timer // stops the groups unused for groupIdle; nil when none is kept
 }
 
 func (gs *groups) take(shell string) (*group, error) {
@@ -86,9 +87,23 @@ func (gs *groups) put(g *group) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	gs.free = append(gs.free, g)
-	for len(gs.free) > 0 && time.Since(gs.free[0].used) > groupIdle {
+	if gs.sweep == nil {
+		gs.sweep = time.AfterFunc(groupIdle, gs.stopIdle)
+	}
+}
+
+// stopIdle stops the keepers of the groups unused for groupIdle, and
+// comes back while groups are kept.
+func (gs *groups) stopIdle() {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for len(gs.free) > 0 && time.Since(gs.free[0].used) >= groupIdle {
 		gs.free[0].stop()
 		gs.free = gs.free[1:]
+	}
+	gs.sweep = nil
+	if len(gs.free) > 0 {
+		gs.sweep = time.AfterFunc(groupIdle-time.Since(gs.free[0].used), gs.stopIdle)
 	}
 }
 
