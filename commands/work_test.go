@@ -839,7 +839,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		t.Setenv("OUT", out)
 		// cd first: the program is looked for only by the shell, at run time
-		cmd, stderr := startLanes(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler")...)
+		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler")...)
 		publish(t, "e1")
 		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		time.Sleep(1500 * time.Millisecond) // tries go on meanwhile
@@ -869,7 +869,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		mln, _ := net.Listen("tcp", "127.0.0.1:0")
 		metrics := mln.Addr().String()
 		mln.Close()
-		cmd, stderr := startLanes(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
+		cmd, stderr := startLanesLive(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
 		publish(t, "h1")
 		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		var body string
@@ -915,7 +915,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 	})
 
 	t.Run("stdout closed", func(t *testing.T) {
-		start := func(name string) (*exec.Cmd, *bytes.Buffer, *os.File) {
+		start := func(name string) (*exec.Cmd, *syncBuffer, *os.File) {
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -923,7 +923,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ"))
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-			var stderr bytes.Buffer
+			var stderr syncBuffer
 			cmd.Stdout, cmd.Stderr = w, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -954,6 +954,22 @@ func TestWorkHandlerOutage(t *testing.T) {
 		}
 		noneParked(t)
 	})
+}
+
+// startLanesLive is startLanes with a stderr the test may read while the
+// child runs.
+func startLanesLive(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	argv, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &stderr
 }
 
 // TestWorkClosedStderr: lanes work whose stderr is a pipe that closed
