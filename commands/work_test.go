@@ -842,9 +842,12 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		t.Setenv("OUT", out)
 		// cd first: the program is looked for only by the shell, at run time
-		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler")...)
+		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms")...)
 		publish(t, "e1")
 		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		waitForCond(t, "the outage in the status line", 5*time.Second, func() bool {
+			return strings.Contains(stderr.String(), "handler_outage_lanes=1") && strings.Contains(stderr.String(), `handler_outage="the handler could not run: exit 127`)
+		})
 		time.Sleep(1500 * time.Millisecond) // tries go on meanwhile
 		noneParked(t)
 		os.WriteFile(filepath.Join(bin, "lanes-outage-handler"), []byte("#!/bin/sh\necho \"$LANES_SEQ $LANES_ATTEMPT\" >> \"$OUT/done\"\n"), 0o755)
