@@ -25,7 +25,7 @@ const (
 	ExitPermission  = 12  // authenticated, but not allowed
 	ExitNoJetStream = 13  // JetStream not enabled for the account or domain
 	ExitTimeout     = 14  // the server did not answer in time (e.g. leader unavailable)
-	ExitInterrupted = 130 // stopped by Ctrl-C or SIGTERM
+	ExitInterrupted = 130 // stopped by Ctrl-C, SIGTERM or SIGHUP
 )
 
 // exitCodes maps typed errors to their exit codes: with connectCode and

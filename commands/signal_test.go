@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/internal/natstest"
 )
 
 // startLanes runs lanes in a child process (see TestMain) with its output
@@ -75,12 +76,16 @@ func hungServer(t *testing.T) string {
 	return "nats://" + ln.Addr().String()
 }
 
-// TestSignalWhileConnecting: SIGTERM and SIGINT stop a command that waits
-// for a server that never answers, at once and with exit 130, not after the
-// connect timeout with a connection error.
+// stopSignals are the signals every command treats as a stop: SIGHUP (a
+// closed terminal, a dropped ssh session) as SIGTERM does.
+var stopSignals = []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+
+// TestSignalWhileConnecting: SIGTERM, SIGINT and SIGHUP stop a command
+// that waits for a server that never answers, at once and with exit 130,
+// not after the connect timeout with a connection error.
 func TestSignalWhileConnecting(t *testing.T) {
 	url := hungServer(t)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range stopSignals {
 		t.Run(sig.String(), func(t *testing.T) {
 			cmd, stderr := startLanes(t, "inspect", "--stream", "ORDERS", "-s", url, "--timeout", "30s")
 			time.Sleep(500 * time.Millisecond) // connecting
@@ -175,7 +180,7 @@ func mkfifo(t *testing.T) string {
 }
 
 // TestSignalWhileReading: every command blocked in a read stops at the
-// first SIGTERM or SIGINT, with exit 130: blocked in open(2) of a FIFO no
+// first SIGTERM, SIGINT or SIGHUP, with exit 130: blocked in open(2) of a FIFO no
 // one writes to, or in read(2) of a pipe that stays open and silent.
 func TestSignalWhileReading(t *testing.T) {
 	design := "../examples/seed/lanes.yaml"
@@ -196,7 +201,7 @@ func TestSignalWhileReading(t *testing.T) {
 		{"apply -f FIFO", false, "wait_for_partner", func(f string) []string { return []string{"apply", "-f", f, "-s", "nats://127.0.0.1:1"} }},
 	}
 	for _, tc := range cases {
-		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		for _, sig := range stopSignals {
 			t.Run(tc.name+"/"+sig.String(), func(t *testing.T) {
 				var stdin *os.File
 				if tc.stdin {
@@ -218,12 +223,67 @@ func TestSignalWhileReading(t *testing.T) {
 }
 
 // TestSignalWhileApplyConnects: apply waiting for a server that never
-// answers stops at SIGTERM with exit 130.
+// answers stops at SIGTERM, and at SIGHUP alike, with exit 130.
 func TestSignalWhileApplyConnects(t *testing.T) {
 	url := hungServer(t)
-	c := startChild(t, nil, nil, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "-s", url, "--timeout", "30s")
-	time.Sleep(500 * time.Millisecond) // connecting: a signal before Main runs would kill it outright
-	c.interrupt(t, syscall.SIGTERM)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			c := startChild(t, nil, nil, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "-s", url, "--timeout", "30s")
+			c.waitStarted(t)
+			c.interrupt(t, sig)
+		})
+	}
+}
+
+// waitStarted waits until the child has made its first connection
+// attempt, so that Main (and its signal handling) runs: a signal before
+// that would end the process with the signal's default action.
+func (c *child) waitStarted(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", c.cmd.Process.Pid))
+		if len(fds) == 0 {
+			time.Sleep(time.Second) // no /proc: give it time
+			return
+		}
+		for _, fd := range fds {
+			if target, _ := os.Readlink(fd); strings.HasPrefix(target, "socket:") {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("lanes never connected; stderr: %s", c.stderr)
+}
+
+// TestSignalInspectWatch: inspect --watch stops at SIGTERM, and at SIGHUP
+// alike, with exit 130 and the word of what stopped it.
+func TestSignalInspectWatch(t *testing.T) {
+	srv := natstest.Start(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			argv, _ := json.Marshal([]string{"inspect", "--stream", "NOPE", "-s", srv.URL(), "--watch", "200ms"})
+			cmd := exec.Command(os.Args[0], "-test.run", "^$")
+			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+			var stdout syncBuffer
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill() })
+			c := &child{cmd: cmd, stderr: &stderr}
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(stdout.String(), "NOPE") {
+				if time.Now().After(deadline) {
+					t.Fatalf("the watch never reported; stdout %q", stdout.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			c.interrupt(t, sig)
+		})
+	}
 }
 
 // TestSpoolLeftBehind: plan --keys - -o json spools what it reads; the

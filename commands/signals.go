@@ -12,7 +12,7 @@ import (
 )
 
 // Interrupted is the cause of the context Main cancels on the first
-// SIGINT or SIGTERM: commands stop, clean up, and exit 130.
+// SIGINT, SIGTERM or SIGHUP: commands stop, clean up, and exit 130.
 type Interrupted struct{ Signal os.Signal }
 
 func (e *Interrupted) Error() string { return "interrupted by " + signalName(e.Signal) }
@@ -23,6 +23,8 @@ func signalName(s os.Signal) string {
 		return "Ctrl-C (SIGINT)"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP (the terminal or session closed)"
 	case nil:
 		return "the caller"
 	}
@@ -37,7 +39,7 @@ type secondSignal struct {
 
 type secondSignalKey struct{}
 
-// onSecondSignal makes a second SIGINT or SIGTERM call f instead of ending
+// onSecondSignal makes a second stop signal call f instead of ending
 // the process at once; the command then finishes and exits 130 (lanes
 // work naks what is in flight first). A third signal ends it at once. It
 // does nothing under a context that notifySignals did not make.
@@ -49,16 +51,38 @@ func onSecondSignal(ctx context.Context, f func()) {
 	}
 }
 
-// notifySignals returns a context cancelled by the first SIGINT or
-// SIGTERM. A second signal ends the process at once with exit 130: it is
-// how a user aborts a cleanup or a drain wait that takes too long (unless
-// the command registered onSecondSignal).
+// stopSignals stop a command: Ctrl-C, SIGTERM, and SIGHUP, which a closed
+// terminal or a dropped ssh session sends. Left to its default, SIGHUP
+// would end the process at once (exit 129) with nothing cleaned up or
+// handed over.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// notifySignals returns a context cancelled by the first stop signal
+// (SIGINT, SIGTERM or SIGHUP). A second signal ends the process at once
+// with exit 130: it is how a user aborts a cleanup or a drain wait that
+// takes too long (unless the command registered onSecondSignal). A SIGHUP
+// after the first signal is not a second one: a closed terminal can send
+// it twice (the kernel, then the shell passing it on to its jobs), and a
+// hang-up is no request to hurry.
 func notifySignals(stderr io.Writer) (context.Context, func()) {
 	hook := &secondSignal{}
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), secondSignalKey{}, hook))
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, stopSignals...)
 	done := make(chan struct{})
+	// next waits for a signal that asks to hurry; false when done.
+	next := func() (os.Signal, bool) {
+		for {
+			select {
+			case s := <-sigs:
+				if s != syscall.SIGHUP {
+					return s, true
+				}
+			case <-done:
+				return nil, false
+			}
+		}
+	}
 	go func() {
 		select {
 		case s := <-sigs:
@@ -66,24 +90,21 @@ func notifySignals(stderr io.Writer) (context.Context, func()) {
 		case <-done:
 			return
 		}
-		select {
-		case s := <-sigs:
-			hook.mu.Lock()
-			f := hook.f
-			hook.mu.Unlock()
-			if f == nil {
-				fmt.Fprintf(stderr, "lanes: %s again: stopping now, without cleaning up\n", signalName(s))
-				os.Exit(ExitInterrupted)
-			}
-			f()
-		case <-done:
+		s, ok := next()
+		if !ok {
 			return
 		}
-		select {
-		case s := <-sigs:
+		hook.mu.Lock()
+		f := hook.f
+		hook.mu.Unlock()
+		if f == nil {
+			fmt.Fprintf(stderr, "lanes: %s again: stopping now, without cleaning up\n", signalName(s))
+			os.Exit(ExitInterrupted)
+		}
+		f()
+		if s, ok = next(); ok {
 			fmt.Fprintf(stderr, "lanes: %s a third time: stopping now\n", signalName(s))
 			os.Exit(ExitInterrupted)
-		case <-done:
 		}
 	}()
 	return ctx, func() {

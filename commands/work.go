@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
 
@@ -42,7 +46,7 @@ func workCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "instance", Usage: "this instance's `NAME` in the membership (default: host name and a random suffix)", Category: catWork},
 		&cli.DurationFlag{Name: "lease", Value: work.DefaultLease, Usage: "membership lease `DURATION` (whole seconds, 2s+): a dead instance's lanes move to the others about this long after it died", Category: catWork},
 		&cli.DurationFlag{Name: "max-process-time", Usage: "end a handler after `DURATION` (kill the --exec process group, cancel the --http request) and retry the message; 0: no limit", Category: catWork},
-		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`)", Category: catWork},
+		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM, SIGHUP or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`, more than 0)", Category: catWork},
 		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order) or park (republish to --dead-letter after --park-after attempts, then ack)", Category: catWork},
 		&cli.StringFlag{Name: "dead-letter", Usage: "`SUBJECT` parked messages are published to (a stream must store it); messages the handler terminates go there too", Category: catWork},
 		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park: attempts `N` before a failing message is parked", Category: catWork},
@@ -76,14 +80,20 @@ dead-letter subject.
 LANES_SUBJECT, LANES_KEY, LANES_SEQ (the stream sequence: a version for
 conditional writes), LANES_ATTEMPT, LANES_PUBLISHED, LANES_INSTANCE, and
 LANES_HEADER_<NAME> per message header. Exit 0 acks, 65 terminates, anything
-else retries.
+else retries. The handler's process group dies with lanes work, kill -9
+included (unix systems).
 --http: the payload as the body; the same values as Lanes-* headers
-(Lanes-Header-<Name> per message header). 2xx acks, 422 or a Lanes-Term
-header terminates, anything else retries (after Retry-After if given).
+(Lanes-Header-<Name> per message header). 2xx (its body read whole) acks, 422
+or a Lanes-Term header terminates, anything else retries (after Retry-After
+if given).
+A handler that cannot run at all (exit 126 or 127, an --http service that
+cannot be reached, a closed stdout) is an outage, not poison: the message
+waits, nothing is parked, and the handler is tried again (up to every 30s).
 
-SIGTERM or Ctrl-C: stop taking messages, let those in flight finish within
---grace, ack them, hand the lanes over at once, exit 0. A second signal
-hands back what is in flight (nak) and exits 130.
+SIGTERM, SIGHUP (a closed terminal) or Ctrl-C: stop taking messages, let
+those in flight finish within --grace, ack them, hand the lanes over at once,
+exit 0. A second SIGTERM or Ctrl-C hands back what is in flight (nak) and
+exits 130.
 
 Examples:
    lanes work -f lanes.yaml --exec './handle.sh'
@@ -114,7 +124,7 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 		Verbose:     c.Bool("verbose"),
 	}
 	if c.NArg() > 0 {
-		return o, usageErrorf("work takes no arguments (got %q); give the handler with --exec CMD or --http URL", c.Args().First())
+		return o, usageErrorf("work takes no arguments (got %s); give the handler with --exec CMD or --http URL", planner.Quote(c.Args().First(), 64))
 	}
 	switch {
 	case o.Exec == "" && o.HTTP == "":
@@ -122,15 +132,23 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 	case o.Exec != "" && o.HTTP != "":
 		return o, usageErrorf("--exec and --http both give the handler: choose one")
 	case strings.TrimSpace(o.Exec) == "" && o.HTTP == "":
-		return o, usageErrorf("--exec %q: the command is empty", o.Exec)
+		return o, usageErrorf("--exec %s: the command is empty", planner.Quote(o.Exec, 64))
 	}
 	if o.HTTP != "" {
 		if _, err := work.NewHTTPHandler(o.HTTP); err != nil {
 			return o, usageErrorf("--http: %v", err)
 		}
 	}
+	if o.Exec != "" {
+		if err := work.CheckCommand(o.Exec); err != nil {
+			return o, usageErrorf("--exec %s: %v", planner.Quote(o.Exec, 64), err)
+		}
+	}
 	if o.LogFormat != "text" && o.LogFormat != "json" {
-		return o, usageErrorf("--log-format %q: choose text or json", o.LogFormat)
+		return o, usageErrorf("--log-format %s: choose text or json", planner.Quote(o.LogFormat, 64))
+	}
+	if err := checkListenAddress(o.Metrics); err != nil {
+		return o, usageErrorf("--metrics %s: %v: give HOST:PORT or :PORT, e.g. :9464", planner.Quote(o.Metrics, 64), err)
 	}
 	stream, design, err := workTarget(c, io)
 	if err != nil {
@@ -147,6 +165,17 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 		DeadLetter:     c.String("dead-letter"),
 		ParkAfter:      c.Int("park-after"),
 		Timeout:        o.Conn.Timeout,
+	}
+	// 0 would be no lease and no grace, which the Go API takes for "the
+	// default": refused here rather than silently replaced.
+	if c.IsSet("lease") && o.Work.Lease == 0 {
+		return o, usageErrorf("--lease 0s: must be whole seconds, at least 2s (the default is %s)", work.DefaultLease)
+	}
+	if o.Work.Grace <= 0 {
+		return o, usageErrorf("--grace %s: give the messages in flight some time to finish (e.g. 1s; the default is %s); a second signal hands them back at once", o.Work.Grace, work.DefaultGrace)
+	}
+	if c.IsSet("instance") && o.Work.Instance == "" {
+		return o, usageErrorf("--instance '': give a name (1 to 64 letters, digits, '-' or '_'), or leave the flag out for the host name and a random suffix")
 	}
 	if n := c.Int("park-after"); n < 1 {
 		return o, usageErrorf("--park-after %d: must be at least 1", n)
@@ -206,6 +235,13 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		h = slog.NewJSONHandler(status, hopts)
 	}
 	o.Work.Logger = slog.New(h)
+	// A write to a closed stdout or stderr (lanes work ... 2>&1 | head,
+	// once head has exited) must not end lanes work without a hand-over:
+	// caught (not ignored, which the handlers would inherit), SIGPIPE
+	// turns into a failed write.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 
 	var handler work.Handler
 	if o.HTTP != "" {
@@ -216,6 +252,9 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		handler = hh
 	} else {
 		out := o.IO.Out
+		if err := work.CheckOutput(out); err != nil {
+			return fmt.Errorf("%v: the --exec handlers write there, and each would fail; give lanes work an output (e.g. >> handlers.log, or > /dev/null)", err)
+		}
 		if o.IO.OutTTY {
 			out = status.Wrap(out) // the handlers' output and the status line share the terminal
 		}
@@ -246,18 +285,93 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		w.Abort()
 	})
 	stopStatus := status.run(w, o.Work.Logger, o.StatusEvery)
+	// What the stop did is told from the counters: those at the signal
+	// against those at the end.
+	atSignal := make(chan work.Stats, 1)
+	unwatch := context.AfterFunc(ctx, func() { atSignal <- w.Stats() })
 	err = w.Run(ctx)
 	stopStatus()
-	switch {
-	case err == nil && ctx.Err() != nil:
-		o.Work.Logger.Info("stopped: messages in flight finished and acked, lanes handed over")
-		return errStoppedCleanly
-	case errors.Is(err, work.ErrGraceExpired):
-		return fmt.Errorf("the --grace period (%s) ended with messages in flight: they were handed back (nak) for redelivery", o.Work.Grace)
-	case errors.Is(err, work.ErrAborted):
-		return fmt.Errorf("messages in flight were handed back (nak) for redelivery")
+	if unwatch() || (err != nil && !errors.Is(err, work.ErrGraceExpired) && !errors.Is(err, work.ErrAborted)) {
+		return err // not stopped by a signal, or failed
 	}
-	return err
+	d := statsSince(<-atSignal, w.Stats())
+	text, clean := stopSummary(d, w.LeaveError(), o.Work.Lease)
+	if !clean {
+		o.Work.Logger.Warn(text)
+	} else {
+		o.Work.Logger.Info(text)
+	}
+	if err == nil || d.HandedBack == 0 {
+		return errStoppedCleanly // (a message waiting on a handler outage goes back at a normal stop)
+	}
+	why := "a second signal"
+	if errors.Is(err, work.ErrGraceExpired) {
+		why = fmt.Sprintf("the --grace period (%s) ended", o.Work.Grace)
+	}
+	return fmt.Errorf("%s in flight handed back (nak) for redelivery: %s", count(d.HandedBack, "message was", "messages were"), why)
+}
+
+// statsSince is what changed between two snapshots of a worker's counters.
+func statsSince(a, b work.Stats) work.Stats {
+	return work.Stats{Processed: b.Processed - a.Processed, Failed: b.Failed - a.Failed, Parked: b.Parked - a.Parked,
+		Terminated: b.Terminated - a.Terminated, HandedBack: b.HandedBack - a.HandedBack, Unconfirmed: b.Unconfirmed - a.Unconfirmed}
+}
+
+// stopSummary is lanes work's last line: what became of the messages in
+// flight at the signal (d: the counters' changes since) and of the
+// membership; clean when all went as planned.
+func stopSummary(d work.Stats, leaveErr error, lease time.Duration) (text string, clean bool) {
+	var parts []string
+	add := func(n uint64, one, many string) {
+		if n > 0 {
+			parts = append(parts, count(n, one, many))
+		}
+	}
+	add(d.Processed, "message in flight finished and was acked", "messages in flight finished and were acked")
+	add(d.Failed, "message in flight failed: it is retried after the lane's backoff", "messages in flight failed: they are retried after the lane's backoff")
+	add(d.Parked, "message in flight was parked", "messages in flight were parked")
+	add(d.Terminated, "message in flight was terminated by the handler", "messages in flight were terminated by the handler")
+	add(d.Unconfirmed, "message in flight finished but the server did not confirm its ack: it runs again", "messages in flight finished but the server did not confirm their acks: they run again")
+	add(d.HandedBack, "message in flight was handed back unfinished (nak)", "messages in flight were handed back unfinished (nak)")
+	if len(parts) == 0 {
+		parts = append(parts, "nothing was in flight")
+	}
+	if leaveErr == nil {
+		parts = append(parts, "lanes handed over")
+	} else {
+		parts = append(parts, fmt.Sprintf("leaving the membership failed (%v): the other instances take the lanes when this instance's lease expires (%s)", leaveErr, lease))
+	}
+	clean = d.Failed == 0 && d.Unconfirmed == 0 && d.HandedBack == 0 && leaveErr == nil
+	return "stopped: " + strings.Join(parts, "; "), clean
+}
+
+// count writes n with the singular or plural words.
+func count(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// checkListenAddress checks a --metrics address ("" is none) before
+// anything starts: HOST:PORT or :PORT, the port a number or a service
+// name.
+func checkListenAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return errors.New(ae.Err)
+		}
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %s is not a port", planner.Quote(port, 32))
+	}
+	return nil
 }
 
 // serveMetrics listens at once (a busy port fails the start, not later)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -51,9 +52,13 @@ func (s *workStatus) run(w *work.Worker, log *slog.Logger, every time.Duration) 
 					s.Set(statusText(st, rate))
 					continue
 				}
-				log.Info("status", "serving", st.Serving, "lanes", st.Lanes, "instances", st.Members,
+				attrs := []any{"serving", st.Serving, "lanes", st.Lanes, "instances", st.Members,
 					"processed", st.Processed, "per_second", fmt.Sprintf("%.1f", rate), "failed", st.Failed,
-					"parked", st.Parked, "terminated", st.Terminated, "in_flight", st.InFlight, "oldest", st.Oldest.Round(time.Millisecond).String())
+					"parked", st.Parked, "terminated", st.Terminated, "in_flight", st.InFlight, "oldest", st.Oldest.Round(time.Millisecond).String()}
+				if st.Outages > 0 {
+					attrs = append(attrs, "handler_outage_lanes", st.Outages, "handler_outage_for", now.Sub(st.OutageSince).Round(time.Second).String(), "handler_outage", st.OutageReason)
+				}
+				log.Info("status", attrs...)
 			}
 		}
 	}()
@@ -71,6 +76,9 @@ func statusText(st work.Stats, rate float64) string {
 	}
 	if st.InFlight > 0 {
 		text += fmt.Sprintf(" · %d in flight (oldest %s)", st.InFlight, st.Oldest.Round(100*time.Millisecond))
+	}
+	if st.Outages > 0 {
+		text += fmt.Sprintf(" · handler outage for %s on %d lane%s: %s", time.Since(st.OutageSince).Round(time.Second), st.Outages, plural(st.Outages), planner.Printable(st.OutageReason, 80))
 	}
 	return text
 }

@@ -5,6 +5,7 @@ package commands_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
@@ -127,6 +129,9 @@ func TestWorkUsage(t *testing.T) {
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--http", "http://x"}, "choose one"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", " "}, "--exec"},
 		{[]string{"work", "--stream", "ORDERS", "--http", "ftp://x"}, "--http"},
+		{[]string{"work", "--stream", "ORDERS", "--http", "http://127.0.0.1:99999/msg"}, "not a port"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "nosuch-lanes-program --x"}, "nosuch-lanes-program: not found on PATH"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "./nosuch-handler.sh"}, "--exec \"./nosuch-handler.sh\": ./nosuch-handler.sh: no such file"},
 		{[]string{"work", "--exec", "true"}, "--stream"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "1500ms"}, "--lease"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "1s"}, "--lease"},
@@ -138,12 +143,46 @@ func TestWorkUsage(t *testing.T) {
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--log-format", "xml"}, "--log-format"},
 		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "extra"}, "no arguments"},
 		{[]string{"work", "-f", "../examples/seed/lanes.yaml", "--exec", "true", "--partitions", "0"}, "partitions"},
+		// 0 is no lease and no grace: refused, not silently the default
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--lease", "0"}, "--lease 0s: must be whole seconds, at least 2s"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--grace", "0"}, "--grace 0s:"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--grace", "-1s"}, "--grace -1s:"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", ""}, "--instance"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--metrics", "nonsense"}, "--metrics"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--metrics", "127.0.0.1:99999"}, "--metrics"},
+		// long values are cut where they are echoed
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", strings.Repeat("i", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--instance", strings.Repeat("b ", 5000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--on-poison", strings.Repeat("p", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--dead-letter", strings.Repeat("d*", 5000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--log-format", strings.Repeat("l", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", strings.Repeat("x", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", strings.Repeat(" ", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--http", "http://" + strings.Repeat("h", 10000)}, "bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", "--metrics", strings.Repeat("m", 10000)}, "(10000 bytes)"},
+		{[]string{"work", "--stream", "ORDERS", "--exec", "true", strings.Repeat("a", 10000)}, "(10000 bytes)"},
 	} {
 		code, out, errs := lanes(t, tc.args...)
-		if code != commands.ExitUsage || !strings.Contains(errs, tc.say) || out != "" || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
-			t.Errorf("%v: exit %d (want 2), stderr %q (want one line with %q), stdout %q", tc.args, code, errs, tc.say, out)
+		if code != commands.ExitUsage || !strings.Contains(errs, tc.say) || out != "" || strings.Count(strings.TrimSpace(errs), "\n") > 0 || len(errs) > 600 {
+			t.Errorf("%v: exit %d (want 2), stderr %q (want one line with %q, under 600 bytes), stdout %q", cut(tc.args), code, cut1(errs), tc.say, out)
 		}
 	}
+}
+
+// cut shortens long arguments for a test's message.
+func cut(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = cut1(a)
+	}
+	return out
+}
+
+func cut1(s string) string {
+	if len(s) > 100 {
+		return s[:100] + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return s
 }
 
 // TestWorkNeedsTheStream: a missing stream or dead-letter stream is one
@@ -294,21 +333,33 @@ func TestWorkJoinLeave(t *testing.T) {
 
 // TestWorkSIGTERMHandsOver: SIGTERM while a message is in flight lets it
 // finish and acks it (no redelivery), hands the lane to the other
-// instance at once and exits 0. A second SIGTERM instead hands the message
-// back at once (the other instance runs it as attempt 2, long before the
-// 30s ack wait) and exits 130.
+// instance at once and exits 0, saying so. SIGHUP (a closed terminal, a
+// dropped ssh session) does the same, also when it comes twice (the
+// kernel, then the shell passing it on). A second SIGTERM instead hands the
+// message back at once (the other instance runs it as attempt 2, long
+// before the 30s ack wait) and exits 130.
 func TestWorkSIGTERMHandsOver(t *testing.T) {
-	for _, twice := range []bool{false, true} {
-		t.Run(map[bool]string{false: "once", true: "twice"}[twice], func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sig   syscall.Signal
+		twice bool
+	}{
+		{"once", syscall.SIGTERM, false},
+		{"SIGHUP", syscall.SIGHUP, false},
+		{"twice", syscall.SIGTERM, true},
+	} {
+		twice := tc.twice
+		t.Run(tc.name, func(t *testing.T) {
 			cleanEnv(t)
 			url := natstest.Start(t).URL()
 			p := applyDesign(t, url, "--partitions", "1")
 			_, js := natstest.Connect(t, url)
 			rec := newCallRecorder(t, 1500*time.Millisecond)
 			cmds := map[string]*exec.Cmd{}
+			stderrs := map[string]*bytes.Buffer{}
 			for _, name := range []string{"a", "b"} {
-				cmd, _ := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
-				cmds[name] = cmd
+				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
+				cmds[name], stderrs[name] = cmd, stderr
 			}
 			waitForCond(t, "both joined", 10*time.Second, func() bool { return members(t, url) == 2 })
 			subject, _ := p.SubjectForKey("alice")
@@ -324,17 +375,22 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			rec.work.Store(int64(10 * time.Millisecond))
 			owner, other := first.instance, map[string]string{"a": "b", "b": "a"}[first.instance]
 			signalled := time.Now()
-			cmds[owner].Process.Signal(syscall.SIGTERM)
+			cmds[owner].Process.Signal(tc.sig)
 			want := 0
-			if twice {
+			if twice || tc.sig == syscall.SIGHUP {
 				time.Sleep(200 * time.Millisecond)
-				cmds[owner].Process.Signal(syscall.SIGTERM)
+				cmds[owner].Process.Signal(tc.sig)
+			}
+			if twice {
 				want = commands.ExitInterrupted
 			}
 			code := waitExit(t, cmds[owner], 10*time.Second)
 			took := time.Since(signalled)
 			if code != want {
-				t.Errorf("exit %d, want %d", code, want)
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, want, stderrs[owner])
+			}
+			if !twice && !strings.Contains(stderrs[owner].String(), "stopped:") {
+				t.Errorf("no stop log; stderr:\n%s", stderrs[owner])
 			}
 			waitForCond(t, "both messages done by the other", 10*time.Second, func() bool {
 				for _, c := range rec.snapshot() {
@@ -658,5 +714,404 @@ func TestWorkRepartitionUnderLoad(t *testing.T) {
 		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
 			t.Errorf("SIGTERM: exit %d", code)
 		}
+	}
+}
+
+// TestWorkKillLeavesNoHandler: an --exec handler (sh and what it started,
+// here a long sleep in the background) does not outlive a lanes work that
+// is killed with SIGKILL: its whole process group is gone at once, not
+// left running under init beside the message's redelivery.
+func TestWorkKillLeavesNoHandler(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("the test reads process groups from /proc")
+	}
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	p := applyDesign(t, url, "--partitions", "2")
+	_, js := natstest.Connect(t, url)
+	dir := t.TempDir()
+	t.Setenv("OUT", dir)
+	natstest.Publish(t, js, append(natstest.SubjectsFor(t, p, 0, 1), natstest.SubjectsFor(t, p, 1, 1)...)...) // one per lane
+	cmd, stderr := startLanes(t, "work", "--stream", "ORDERS", "-s", url, "--instance", "k1",
+		"--exec", `sleep 300 & echo $! > "$OUT/$LANES_SEQ.child"; read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > "$OUT/$LANES_SEQ.group"; wait`)
+	var groups []int
+	waitForCond(t, "both handlers running", 20*time.Second, func() bool {
+		groups = groups[:0]
+		for seq := 1; seq <= 2; seq++ {
+			for _, f := range []string{"child", "group"} {
+				if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%d.%s", seq, f))); err != nil {
+					return false
+				}
+			}
+			g, _ := strconv.Atoi(strings.TrimSpace(string(mustRead(t, filepath.Join(dir, fmt.Sprintf("%d.group", seq))))))
+			groups = append(groups, g)
+		}
+		return true
+	})
+	t.Cleanup(func() {
+		for _, g := range groups {
+			syscall.Kill(-g, syscall.SIGKILL) // what a failed run left behind
+		}
+	})
+	for _, g := range groups {
+		if n := len(groupMembers(g)); n < 3 {
+			t.Fatalf("process group %d has %d live processes, want its keeper, sh and its sleep", g, n)
+		}
+	}
+	cmd.Process.Kill()
+	waitExit(t, cmd, 5*time.Second)
+	killed := time.Now()
+	waitForCond(t, "the handlers' process groups gone", 5*time.Second, func() bool {
+		for _, g := range groups {
+			if len(groupMembers(g)) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("handlers gone %s after the kill", time.Since(killed).Round(time.Millisecond))
+	for seq := 1; seq <= 2; seq++ {
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(mustRead(t, filepath.Join(dir, fmt.Sprintf("%d.child", seq))))))
+		if alive(pid) {
+			t.Errorf("the handler's child (sleep, pid %d) outlived lanes work; stderr:\n%s", pid, stderr)
+		}
+	}
+}
+
+// groupMembers lists the live processes (zombies excluded) of process
+// group pgid, from /proc.
+func groupMembers(pgid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
+		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if g, _ := strconv.Atoi(fields[2]); g == pgid {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestWorkHandlerOutage: a handler that cannot run (its program missing,
+// its service refusing connections, lanes work's stdout closed) fails
+// every message the same way: that is an outage, not poison. Under
+// --on-poison park --park-after 1 nothing is parked: the message waits
+// (attempt 1, not redelivered), the outage is logged once and shown in the
+// metrics, and once the handler can run the message is processed and the
+// end of the outage logged.
+func TestWorkHandlerOutage(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "1")
+	nc, js := natstest.Connect(t, url)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	park := []string{"work", "--stream", "ORDERS", "-s", url, "--on-poison", "park", "--park-after", "1", "--dead-letter", "dlq.orders"}
+	publish := func(t *testing.T, data string) {
+		t.Helper()
+		if _, err := js.Publish(context.Background(), "msgs.received_from.alice", []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noneParked := func(t *testing.T) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if n, _, _, err := work.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
+			t.Errorf("%d messages parked (%v), want none", n, err)
+		}
+	}
+	_ = nc
+
+	t.Run("exec program missing", func(t *testing.T) {
+		bin := t.TempDir()
+		out := t.TempDir()
+		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+		t.Setenv("OUT", out)
+		// cd first: the program is looked for only by the shell, at run time
+		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms")...)
+		publish(t, "e1")
+		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		waitForCond(t, "the outage in the status line", 5*time.Second, func() bool {
+			return strings.Contains(stderr.String(), "handler_outage_lanes=1") && strings.Contains(stderr.String(), `handler_outage="the handler could not run: exit 127`)
+		})
+		outageFinding := func() bool {
+			code, out, _ := lanesRun("inspect", "-s", url, "--stream", "ORDERS", "-o", "json", "--fail-on", "severity>=warning")
+			var d servingDoc
+			return code == commands.ExitThreshold && json.Unmarshal([]byte(out), &d) == nil && d.codes()["handler_outage"] == 1
+		}
+		waitForCond(t, "inspect to report the outage", 20*time.Second, outageFinding)
+		time.Sleep(1500 * time.Millisecond) // tries go on meanwhile
+		noneParked(t)
+		os.WriteFile(filepath.Join(bin, "lanes-outage-handler"), []byte("#!/bin/sh\necho \"$LANES_SEQ $LANES_ATTEMPT\" >> \"$OUT/done\"\n"), 0o755)
+		waitForCond(t, "the message processed", 20*time.Second, func() bool {
+			b, _ := os.ReadFile(filepath.Join(out, "done"))
+			return len(b) > 0
+		})
+		if got := string(mustRead(t, filepath.Join(out, "done"))); got != "1 1\n" {
+			t.Errorf("the handler ran as %q, want seq 1, attempt 1: the message was redelivered", got)
+		}
+		waitForCond(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
+		waitForCond(t, "inspect to see the outage over", 10*time.Second, func() bool { return !outageFinding() })
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		if e := stderr.String(); strings.Count(e, "handler outage:") != 1 || strings.Contains(e, "message parked") {
+			t.Errorf("the outage should be logged once, nothing parked:\n%s", e)
+		}
+		noneParked(t)
+	})
+
+	t.Run("http connection refused", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		mln, _ := net.Listen("tcp", "127.0.0.1:0")
+		metrics := mln.Addr().String()
+		mln.Close()
+		cmd, stderr := startLanesLive(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
+		publish(t, "h1")
+		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		var body string
+		waitForCond(t, "the outage in the metrics", 10*time.Second, func() bool {
+			resp, err := http.Get("http://" + metrics + "/metrics")
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			return strings.Contains(body, `lanes_work_handler_outage{lane="orders-n1-00",stream="ORDERS"} 1`)
+		})
+		noneParked(t)
+		var attempts []string
+		var mu sync.Mutex
+		srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			attempts = append(attempts, r.Header.Get("Lanes-Attempt"))
+			mu.Unlock()
+		})}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skip("the port was taken meanwhile:", err)
+		}
+		go srv.Serve(ln)
+		defer srv.Close()
+		waitForCond(t, "the message processed", 20*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(attempts) > 0
+		})
+		waitForCond(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
+		mu.Lock()
+		if len(attempts) != 1 || attempts[0] != "1" {
+			t.Errorf("attempts %v, want one, attempt 1", attempts)
+		}
+		mu.Unlock()
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		noneParked(t)
+	})
+
+	t.Run("stdout closed", func(t *testing.T) {
+		start := func(name string) (*exec.Cmd, *syncBuffer, *os.File) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ"))
+			cmd := exec.Command(os.Args[0], "-test.run", "^$")
+			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+			var stderr syncBuffer
+			cmd.Stdout, cmd.Stderr = w, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			t.Cleanup(func() { cmd.Process.Kill(); r.Close() })
+			return cmd, &stderr, r
+		}
+		// closed before the start: refused at once
+		cmd, stderr, r := start("s0")
+		r.Close()
+		if code := waitExit(t, cmd, 20*time.Second); code != commands.ExitError || !strings.Contains(stderr.String(), "stdout is closed") {
+			t.Errorf("exit %d, want 1 saying stdout is closed; stderr:\n%s", code, stderr)
+		}
+		// closed while running: the message waits, nothing is parked
+		cmd, stderr, r = start("s1")
+		waitForCond(t, "joined", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "rebalanced") })
+		r.Close()
+		publish(t, "s1")
+		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		if !strings.Contains(stderr.String(), "stdout is closed") {
+			t.Errorf("the outage does not say why:\n%s", stderr)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		noneParked(t)
+		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+			t.Errorf("exit %d, want 0 (the message handed back); stderr:\n%s", code, stderr)
+		}
+		noneParked(t)
+	})
+}
+
+// startLanesLive is startLanes with a stderr the test may read while the
+// child runs.
+func startLanesLive(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	argv, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &stderr
+}
+
+// TestWorkClosedStderr: lanes work whose stderr is a pipe that closed
+// (lanes work 2>&1 | head, once head has exited) is not killed by SIGPIPE
+// at its next log line: it still stops as asked, handing over, exit 0.
+func TestWorkClosedStderr(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "1")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := json.Marshal([]string{"work", "--stream", "ORDERS", "-s", url, "--exec", "true"})
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	w.Close()
+	line := make([]byte, 4096)
+	var seen string
+	for !strings.Contains(seen, "rebalanced") {
+		n, err := r.Read(line)
+		if err != nil {
+			t.Fatalf("lanes work's stderr ended: %v; it said %q", err, seen)
+		}
+		seen += string(line[:n])
+	}
+	r.Close()
+	if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Errorf("exit %d, want 0: a log line into the closed stderr killed it", code)
+	}
+}
+
+// TestWorkStopSaysWhatHappened: the stop's last line says what became of
+// the messages in flight and of the membership, instead of always
+// "finished and acked, lanes handed over": a message that failed during
+// the grace period failed; with the server gone, leaving the membership
+// failed and the acks were not confirmed.
+func TestWorkStopSaysWhatHappened(t *testing.T) {
+	cleanEnv(t)
+	t.Run("a message fails during the grace", func(t *testing.T) {
+		url := natstest.Start(t).URL()
+		p := applyDesign(t, url, "--partitions", "1")
+		_, js := natstest.Connect(t, url)
+		dir := t.TempDir()
+		t.Setenv("OUT", dir)
+		subject, _ := p.SubjectForKey("alice")
+		natstest.Publish(t, js, subject)
+		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", `touch "$OUT/started"; sleep 1; exit 3`)
+		waitForCond(t, "the handler running", 20*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(dir, "started"))
+			return err == nil
+		})
+		if code := r.stop(t); code != 0 {
+			t.Errorf("exit %d, want 0", code)
+		}
+		e := r.err.String()
+		t.Log(stopLine(e))
+		if strings.Contains(e, "finished and acked") || !strings.Contains(e, "stopped: 1 message in flight failed") || !strings.Contains(e, "lanes handed over") {
+			t.Errorf("the stop does not say that the message failed:\n%s", e)
+		}
+	})
+	t.Run("the server is gone", func(t *testing.T) {
+		srv := natstest.Start(t)
+		url := srv.URL()
+		p := applyDesign(t, url, "--partitions", "1")
+		_, js := natstest.Connect(t, url)
+		dir := t.TempDir()
+		t.Setenv("OUT", dir)
+		subject, _ := p.SubjectForKey("alice")
+		natstest.Publish(t, js, subject)
+		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--timeout", "1s", "--exec", `touch "$OUT/started"; sleep 1`)
+		waitForCond(t, "the handler running", 20*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(dir, "started"))
+			return err == nil
+		})
+		srv.Stop()
+		code := r.stop(t)
+		e := r.err.String()
+		t.Log(stopLine(e))
+		if code != 0 || strings.Contains(e, "lanes handed over") || !strings.Contains(e, "leaving the membership failed") ||
+			!strings.Contains(e, "1 message in flight finished but the server did not confirm its ack") {
+			t.Errorf("exit %d; the stop does not say that the server was gone:\n%s", code, e)
+		}
+	})
+	t.Run("nothing in flight", func(t *testing.T) {
+		url := natstest.Start(t).URL()
+		applyDesign(t, url, "--partitions", "1")
+		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "true")
+		waitForCond(t, "serving", 20*time.Second, func() bool { return strings.Contains(r.err.String(), "rebalanced") })
+		if code := r.stop(t); code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		if e := r.err.String(); !strings.Contains(e, "stopped: nothing was in flight; lanes handed over") {
+			t.Errorf("stop line:\n%s", e)
+		}
+	})
+}
+
+// stopLine is lanes work's line that says how it stopped.
+func stopLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "stopped:") {
+			return l
+		}
+	}
+	return "no stop line"
+}
+
+// TestWorkNoSuchDesign: lanes work --stream S --name nosuch warns that S
+// has no lanes of that design, naming those it has, and keeps running.
+func TestWorkNoSuchDesign(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "2")
+	r := startWorkInProcess(t, "--stream", "ORDERS", "--name", "nosuch", "-s", url, "--exec", "true")
+	waitForCond(t, "the warning", 20*time.Second, func() bool {
+		return strings.Contains(r.err.String(), "no lanes of design nosuch on stream ORDERS") && strings.Contains(r.err.String(), "orders (2 lanes)")
+	})
+	select {
+	case code := <-r.code:
+		t.Fatalf("exited %d: it should keep running, lanes may be applied later", code)
+	default:
+	}
+	if code := r.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }

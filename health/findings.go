@@ -35,6 +35,7 @@ func (j *judge) judgeLanes() {
 			j.idle(l)
 		}
 		j.longRunning(l)
+		j.handlerOutage(l)
 		j.pause(l)
 		if p, ok := j.mismatched[l.Name]; ok {
 			j.add(Finding{Severity: Warning, Code: "metadata_mismatch", Lane: l.Name,
@@ -218,6 +219,22 @@ func (j *judge) longRunning(l *Lane) {
 		Message: fmt.Sprintf("lane %s: stream sequence %d has been running for %s on lanes work instance %s%s (%s): its handler may hang, and in-progress acks keep it alive, so the server sees nothing wrong; the lane's other messages wait behind it",
 			l.Name, in.Seq, fmtDuration(nonNegative(l.At.Sub(in.Since))), srv.Instance, attempt, usual),
 		Advice: fmt.Sprintf("look at the handler on %s (lanes work logs 'a message has been running long'); --max-process-time stops a handler that runs longer and retries the message", srv.Instance)})
+}
+
+// handlerOutage: lanes work cannot run its handler at all (exit 126 or
+// 127, a refused connection, its own stdout closed). It keeps the message
+// and tries again; nothing is parked, so the server sees a message out
+// and in-progress acks, nothing wrong.
+func (j *judge) handlerOutage(l *Lane) {
+	srv := l.Server
+	if srv == nil || srv.Gone || srv.Outage == nil {
+		return
+	}
+	o := srv.Outage
+	j.add(Finding{Severity: Warning, Code: "handler_outage", Lane: l.Name,
+		Message: fmt.Sprintf("lane %s: lanes work instance %s cannot run its handler (for %s: %s); the lane's message waits and is tried again, nothing is parked or terminated",
+			l.Name, srv.Instance, fmtDuration(nonNegative(l.At.Sub(o.Since))), o.Reason),
+		Advice: fmt.Sprintf("fix what the handler needs on %s (the --exec program, the --http service, lanes work's stdout): lanes work goes on by itself once it runs", srv.Instance)})
 }
 
 func headText(l *Lane) string {

@@ -700,6 +700,18 @@ func TestJudgeFindings(t *testing.T) {
 			contains: []string{"stream sequence 42 has been running for 45s on lanes work instance one", "usual processing time is 3ms"},
 		},
 		{
+			name: "handler_outage: lanes work cannot run its handler; the lane's message waits",
+			plan: func(t *testing.T) *planner.Plan { return plan(t, "outage", 2) },
+			snap: func(b *build) {
+				b.served(0, "one", time.Hour, false, false, 0)
+				ls := b.serving().Lanes[b.p.Lanes[0].Name]
+				ls.Outage = &work.LaneOutage{Since: at.Add(-12 * time.Second), Tries: 4, Reason: "exit status 127: sh: 1: ./handle.sh: not found"}
+				b.serving().Lanes[b.p.Lanes[0].Name] = ls
+			},
+			want:     []string{"warning handler_outage outage-n2-00"},
+			contains: []string{"lanes work instance one cannot run its handler (for 12s: exit status 127"},
+		},
+		{
 			name: "a lane handed over by a live instance, not yet taken, is no instance_gone",
 			plan: func(t *testing.T) *planner.Plan { return plan(t, "handover", 2) },
 			snap: func(b *build) {

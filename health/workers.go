@@ -35,6 +35,9 @@ type Server struct {
 	// Running is a message the instance has run far longer than the
 	// lane's usual processing time (it records none that run normally).
 	Running *work.InFlight
+	// Outage: the instance cannot run its handler at all (a missing
+	// program, a refused connection), and the lane's message waits.
+	Outage *work.LaneOutage
 }
 
 // Instance is a lanes work instance of a design.
@@ -208,7 +211,7 @@ func (j *judge) attachWorkers(s *Snapshot) {
 				continue
 			}
 			l.Server = &Server{Instance: ls.Instance, Since: ls.Since, Gone: ls.Gone, Released: ls.Released,
-				HandingOver: ls.Released && live[ls.Instance], Running: ls.InFlight}
+				HandingOver: ls.Released && live[ls.Instance], Running: ls.InFlight, Outage: ls.Outage}
 			if g, ok := gone[ls.Instance]; ok && ls.Gone {
 				l.Server.Expired, l.Server.GoneAt = g.Expired, g.Renewed
 			}

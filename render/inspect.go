@@ -103,7 +103,9 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 		{"ACK/S", ok(func(l health.Lane) string { return rateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"PINNED", ok(pinnedText), anyLane(func(l health.Lane) bool { return l.PinnedTTL > 0 })},
 		{"SERVED BY", func(l health.Lane) string { return servedText(s, l) }, anyLane(func(l health.Lane) bool { return l.Server != nil })},
-		{"RUNNING", func(l health.Lane) string { return runningText(s, l) }, anyLane(func(l health.Lane) bool { return l.Server != nil && l.Server.Running != nil })},
+		{"RUNNING", func(l health.Lane) string { return runningText(s, l) }, anyLane(func(l health.Lane) bool {
+			return l.Server != nil && (l.Server.Running != nil || l.Server.Outage != nil)
+		})},
 		{"LEADER", func(l health.Lane) string { return dash(clean(l.Leader)) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
 		{"STATE", func(l health.Lane) string { return stateText(s, l) }, always},
 		{"BACKLOG", ok(func(l health.Lane) string { return num(l.Backlog) }), always},
@@ -187,9 +189,19 @@ func servedText(s Styles, l health.Lane) string {
 }
 
 // runningText is how long a message lanes work records as running long
-// has run, and which: "45s seq 3".
+// has run, and which: "45s seq 3"; or how long its handler has not been
+// able to run at all: "outage 12s".
 func runningText(s Styles, l health.Lane) string {
-	if l.Server == nil || l.Server.Gone || l.Server.Running == nil {
+	if l.Server == nil || l.Server.Gone {
+		return "-"
+	}
+	if o := l.Server.Outage; o != nil {
+		if d, ok := sinceTime(l.At, o.Since); ok {
+			return s.Bad.Render("outage " + shortDuration(d))
+		}
+		return s.Bad.Render("outage")
+	}
+	if l.Server.Running == nil {
 		return "-"
 	}
 	in := l.Server.Running

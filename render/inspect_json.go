@@ -95,6 +95,7 @@ type laneJSON struct {
 	ServedByGone          bool        `json:"served_by_gone,omitempty"`
 	ServedByReleased      bool        `json:"served_by_released,omitempty"`
 	Running               *runningDoc `json:"running,omitempty"`
+	Outage                *outageDoc  `json:"handler_outage,omitempty"`
 	DeliveredPerSecond    *float64    `json:"delivered_per_second,omitempty"`
 	AckedPerSecond        *float64    `json:"acked_per_second,omitempty"`
 }
@@ -107,6 +108,14 @@ type runningDoc struct {
 	Since        time.Time `json:"since"`
 	Seconds      float64   `json:"seconds"`
 	UsualSeconds float64   `json:"usual_seconds,omitempty"`
+}
+
+// outageDoc: lanes work cannot run its handler for the lane's message.
+type outageDoc struct {
+	Since   time.Time `json:"since"`
+	Seconds float64   `json:"seconds"`
+	Tries   int       `json:"tries"`
+	Reason  string    `json:"reason"`
 }
 
 type headDoc struct {
@@ -308,6 +317,9 @@ func laneDocument(l health.Lane, rates bool) laneJSON {
 	if l.Server != nil {
 		j.ServedBy, j.ServedSince, j.ServedByGone = l.Server.Instance, timePtr(l.Server.Since), l.Server.Gone
 		j.ServedByReleased = l.Server.Released
+		if o := l.Server.Outage; o != nil && !l.Server.Gone {
+			j.Outage = &outageDoc{Since: o.Since.UTC(), Seconds: max(l.At.Sub(o.Since), 0).Seconds(), Tries: o.Tries, Reason: o.Reason}
+		}
 		if in := l.Server.Running; in != nil && !l.Server.Gone {
 			j.Running = &runningDoc{Seq: in.Seq, Attempt: in.Attempt, Since: in.Since.UTC(),
 				Seconds: max(l.At.Sub(in.Since), 0).Seconds(), UsualSeconds: in.Usual.Seconds()}

@@ -126,6 +126,13 @@ func writeWorkerSeries(b io.Writer, stream string, r *health.Report) {
 				promEscape(l.Design), promEscape(l.Name), partitionLabel(l.Partition), promEscape(l.Server.Instance), max(l.At.Sub(l.Server.Running.Since), 0).Seconds())
 		}
 	}
+	fmt.Fprintf(b, "# HELP lanes_lane_handler_outage_seconds How long the lanes work instance serving the lane has not been able to run its handler at all.\n# TYPE lanes_lane_handler_outage_seconds gauge\n")
+	for _, l := range r.Lanes {
+		if l.Server != nil && !l.Server.Gone && l.Server.Outage != nil {
+			fmt.Fprintf(b, "lanes_lane_handler_outage_seconds{%s,design=\"%s\",lane=\"%s\",partition=\"%s\",instance=\"%s\"} %g\n", stream,
+				promEscape(l.Design), promEscape(l.Name), partitionLabel(l.Partition), promEscape(l.Server.Instance), max(l.At.Sub(l.Server.Outage.Since), 0).Seconds())
+		}
+	}
 	fmt.Fprintf(b, "# HELP lanes_workers Live lanes work instances of the design.\n# TYPE lanes_workers gauge\n")
 	for _, w := range r.Workers {
 		fmt.Fprintf(b, "lanes_workers{%s,design=\"%s\"} %d\n", stream, promEscape(w.Design), len(w.Live))

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // Defaults. DefaultLease bounds failover: an instance that stops renewing
@@ -85,7 +87,7 @@ var instanceName = regexp.MustCompile(`^[-_a-zA-Z0-9]{1,64}$`)
 // that sets it.
 type ConfigError struct {
 	Field string
-	Value string
+	Value string // as given, escaped and cut after 64 bytes (saying how long it was)
 	Msg   string
 }
 
@@ -96,7 +98,7 @@ func (c Config) Validate() error { return c.normalize() }
 
 func (c *Config) normalize() error {
 	bad := func(field string, value any, format string, args ...any) error {
-		return &ConfigError{Field: field, Value: fmt.Sprint(value), Msg: fmt.Sprintf(format, args...)}
+		return &ConfigError{Field: field, Value: planner.Printable(fmt.Sprint(value), 64), Msg: fmt.Sprintf(format, args...)}
 	}
 	if c.Stream == "" || c.Design == "" {
 		return bad("stream", c.Stream+"/"+c.Design, "a stream and a design name are required")

@@ -8,10 +8,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // TermExitCode is the exit code with which an --exec handler says the
@@ -64,16 +67,19 @@ func envName(header string) string {
 // message's metadata and headers in the environment (see Env). Exit 0
 // acks, TermExitCode terminates, anything else retries. When the context
 // ends (max process time, stop) the command's whole process group is
-// killed.
+// killed. On unix systems the process group is also killed when the
+// worker's process ends, however it ends (kill -9 included): a handler
+// never runs on beside its message's redelivery (see keeperScript).
 type ExecHandler struct {
 	Command string
-	Shell   string    // default "sh"
+	Shell   string    // default "sh"; a POSIX shell
 	Stdout  io.Writer // the handlers' output, shared (writes are serialised; an *os.File is passed as it is)
 	Stderr  io.Writer // also kept (the last 1 KB) as the error of a failure
 	Env     []string  // the inherited environment; default os.Environ()
 	once    sync.Once
 	out     io.Writer
 	errw    io.Writer
+	groups  groups // the handlers' process groups
 }
 
 func (h *ExecHandler) init() {
@@ -90,32 +96,109 @@ func (h *ExecHandler) init() {
 // Handle runs the command for one message.
 func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 	h.once.Do(h.init)
-	cmd := exec.CommandContext(ctx, h.Shell, "-c", h.Command)
-	cmd.Stdin = bytes.NewReader(m.Data)
-	cmd.Env = append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
+	env := append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
 	tail := &tailBuffer{max: 1024}
-	cmd.Stdout = h.out
+	stderr := io.Writer(tail)
 	if h.errw != nil {
-		cmd.Stderr = io.MultiWriter(h.errw, tail)
-	} else {
-		cmd.Stderr = tail
+		stderr = io.MultiWriter(h.errw, tail)
 	}
-	ownProcessGroup(cmd)
-	cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
-	err := cmd.Run()
+	cmd, done, err := h.start(func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, h.Shell, "-c", h.Command)
+		cmd.Stdin = bytes.NewReader(m.Data)
+		cmd.Env = env
+		cmd.Stdout = h.out
+		cmd.Stderr = stderr
+		cmd.WaitDelay = 2 * time.Second // a grandchild keeping stderr open must not hold the lane
+		return cmd
+	})
+	if err != nil {
+		return Outage(err) // no shell
+	}
+	err = cmd.Wait()
+	done()
 	if err == nil {
 		return nil
 	}
+	if broken := CheckOutput(h.out); broken != nil {
+		return Outage(fmt.Errorf("%w (the handler failed: %v)", broken, err))
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ee.ExitCode() == TermExitCode {
+		switch code := ee.ExitCode(); code {
+		case TermExitCode:
 			return Term(fmt.Errorf("exit %d%s", TermExitCode, tail.suffix()))
-		}
-		if ee.ExitCode() >= 0 {
-			return fmt.Errorf("exit %d%s", ee.ExitCode(), tail.suffix())
+		case 126, 127:
+			// The shell could not run the command: found but not
+			// executable, or not found. Nothing of the message was done.
+			return Outage(fmt.Errorf("exit %d, %s%s", code, shellFailure[code], tail.suffix()))
+		case -1: // a signal
+		default:
+			return fmt.Errorf("exit %d%s", code, tail.suffix())
 		}
 	}
 	return fmt.Errorf("%w%s", err, tail.suffix())
+}
+
+// shellFailure: what sh's exit codes 126 and 127 mean.
+var shellFailure = map[int]string{126: "the command is not executable", 127: "command not found"}
+
+// CheckCommand looks for the program an --exec command line runs first,
+// where that can be told without running it: the line's first word, after
+// NAME=value assignments and exec, when it is a plain word (no quotes,
+// expansions, globs or operators) and no shell keyword or builtin. A name
+// must be found on PATH; a path must be an executable file. Anything else
+// is left to the shell. An error says what is missing.
+func CheckCommand(command string) error {
+	words := strings.Fields(command)
+	for i, word := range words {
+		end := strings.IndexAny(word, ";&|<>()")
+		if end >= 0 {
+			word = word[:end]
+		}
+		switch {
+		case word == "" || strings.ContainsAny(word, "'\"\\$`*?[]{}~#!"):
+			return nil // an operator, or something the shell expands
+		case assignment.MatchString(word) && end < 0:
+			if strings.HasPrefix(word, "PATH=") {
+				return nil
+			}
+			continue
+		case word == "exec" && end < 0 && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-"):
+			continue
+		case shellWords[word]:
+			return nil
+		}
+		_, err := exec.LookPath(word)
+		switch {
+		case errors.Is(err, exec.ErrDot):
+			return nil // found in the current directory, which sh searches too
+		case err != nil && strings.Contains(word, "/"):
+			shown := planner.Printable(word, 64)
+			if _, serr := os.Stat(word); serr != nil {
+				return fmt.Errorf("%s: no such file", shown)
+			}
+			return fmt.Errorf("%s: not an executable file (chmod +x it, or run it with sh %s)", shown, shown)
+		case err != nil:
+			return fmt.Errorf("%s: not found on PATH (%s)", planner.Printable(word, 64), planner.Printable(os.Getenv("PATH"), 256))
+		}
+		return nil
+	}
+	return nil
+}
+
+// assignment is a word that sets a variable for the command: NAME=value.
+var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// shellWords are the words a POSIX shell (and bash) runs itself: keywords
+// and builtins, which need no program.
+var shellWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`! { } case do done elif else esac fi for if in then until while function select time [[ ]]
+		. : [ alias bg break builtin cd command continue declare echo eval exec exit export false fc fg getopts hash jobs kill let
+		local logout newgrp printf pwd read readonly return set shift source test times trap true type typeset ulimit umask unalias unset wait`) {
+		shellWords[w] = true
+	}
 }
 
 // tailBuffer keeps the last max bytes written.
@@ -141,14 +224,37 @@ func (t *tailBuffer) suffix() string {
 }
 
 type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	failed error // the first write error: the output is broken
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(p)
+	n, err := s.w.Write(p)
+	if err != nil && s.failed == nil {
+		s.failed = err
+	}
+	return n, err
+}
+
+// CheckOutput says why w, where handlers write their output, cannot take
+// it: a pipe or socket whose reader is gone (lanes work ... | head, once
+// head has exited), a terminal that hung up, a writer that failed; nil
+// when it can, or when that cannot be told.
+func CheckOutput(w io.Writer) error {
+	switch w := w.(type) {
+	case *os.File:
+		return checkFile(w)
+	case *syncWriter:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.failed != nil {
+			return fmt.Errorf("lanes work's output cannot be written: %w", w.failed)
+		}
+	}
+	return nil
 }
 
 // lockedWriter serialises writes to w. A file is left as it is: the

@@ -34,7 +34,9 @@ type Msg struct {
 // Handler processes one message. Returning nil acknowledges it; an error
 // made by Term terminates it (the lane moves on); an error made by
 // RetryAfter redelivers it after that delay; any other error redelivers it
-// after the lane's backoff. ctx ends when --max-process-time passes, when
+// after the lane's backoff; an error made by Outage says the handler
+// could not run at all (the message waits, and it is tried again). ctx
+// ends when --max-process-time passes, when
 // the instance loses contact with the server for most of the ack wait, or
 // when the instance is told to stop at once: a handler must return soon
 // after, since the lane takes no other message until it does.
@@ -71,6 +73,26 @@ func (e *RetryError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err so that the message is redelivered after d.
 func RetryAfter(d time.Duration, err error) error { return &RetryError{After: d, Err: err} }
+
+// OutageError marks a handler that could not run at all: its program is
+// missing, its service refuses connections, its output is closed. It says
+// nothing about the message, so the message is neither retried as a
+// failure nor parked nor terminated: it is kept, and the handler is tried
+// again after a growing delay (see Worker.Outages).
+type OutageError struct{ Err error }
+
+func (e *OutageError) Error() string { return "the handler could not run: " + errText(e.Err) }
+func (e *OutageError) Unwrap() error { return e.Err }
+
+// Outage wraps err to say that the handler could not run (its environment
+// failed, not the message): the message waits, never parked or
+// terminated, and the handler is tried again.
+func Outage(err error) error { return &OutageError{Err: err} }
+
+func isOutage(err error) bool {
+	var oe *OutageError
+	return errors.As(err, &oe)
+}
 
 func errText(err error) string {
 	if err == nil {

@@ -3,12 +3,17 @@ package work
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // HTTP contract of --http: the request headers carry the message's
@@ -22,10 +27,12 @@ const (
 // HTTPHandler POSTs each message's payload to URL with its metadata as
 // headers (Lanes-Stream, Lanes-Lane, Lanes-Partition, Lanes-Subject,
 // Lanes-Key, Lanes-Seq, Lanes-Attempt, Lanes-Published, Lanes-Instance,
-// and Lanes-Header-<Name> per message header). A 2xx answer acks; 422 or a
-// Lanes-Term header terminates; anything else, a transport error or the
-// end of the context (max process time, stop: the request is cancelled)
-// retries, after Retry-After when the answer has one.
+// and Lanes-Header-<Name> per message header). A 2xx answer whose body
+// arrives whole acks; 422 or a Lanes-Term header terminates; anything
+// else, a transport error or the end of the context (max process time,
+// stop: the request is cancelled) retries, after Retry-After when the
+// answer has one. A service that cannot be reached (its name does not
+// resolve, its connection is refused) is an Outage: the message waits.
 type HTTPHandler struct {
 	URL    string
 	Client *http.Client // default: keeps a connection per lane alive
@@ -36,7 +43,15 @@ type HTTPHandler struct {
 func NewHTTPHandler(url string) (*HTTPHandler, error) {
 	req, err := http.NewRequest(http.MethodPost, url, nil)
 	if err != nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
-		return nil, fmt.Errorf("%q is not an http:// or https:// URL", url)
+		return nil, fmt.Errorf("%s is not an http:// or https:// URL", planner.Quote(url, 64))
+	}
+	if host := req.URL.Hostname(); len(host) > 253 || slices.ContainsFunc(strings.Split(host, "."), func(l string) bool { return len(l) > 63 }) {
+		return nil, fmt.Errorf("%s: the host name is longer than a host name can be", planner.Quote(url, 64))
+	}
+	if p := req.URL.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%s: port %s is not a port (1-65535)", planner.Quote(url, 64), p)
+		}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0
@@ -72,11 +87,22 @@ func (h *HTTPHandler) Handle(ctx context.Context, m *Msg) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if ctx.Err() == nil && unreachable(err) {
+			return Outage(err) // the request never reached the service
+		}
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // so the connection is reused
+	// The answer counts once it is whole: a body cut off (shorter than
+	// its Content-Length, a connection reset, a chunked body without its
+	// end) is a failure, whatever the status said.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
+	if err != nil {
+		return fmt.Errorf("%s, but the answer's body was cut off: %w", resp.Status, err)
+	}
 	text := strings.TrimSpace(string(body))
 	if reason := resp.Header.Get(HTTPTermHeader); reason != "" || resp.StatusCode == HTTPTermStatus {
 		if reason == "" {
@@ -95,6 +121,15 @@ func (h *HTTPHandler) Handle(ctx context.Context, m *Msg) error {
 		return RetryAfter(d, err)
 	}
 	return err
+}
+
+// unreachable: the request could not be sent at all, the service's
+// address does not resolve or its connection failed (refused, no route,
+// timed out): an outage, not the message's failure.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	var op *net.OpError
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

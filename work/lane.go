@@ -166,7 +166,9 @@ func (l *lane) run() {
 		return
 	}
 	seq := l.processed.Load()
-	hand := func(r *LaneServer) { r.Released, r.InFlight, r.Processed = true, nil, max(r.Processed, seq) }
+	hand := func(r *LaneServer) {
+		r.Released, r.InFlight, r.Outage, r.Processed = true, nil, nil, max(r.Processed, seq)
+	}
 	if l.deleted {
 		// The record of a deleted lane says where it was for a while (lanes
 		// apply --missing-lane-start recorded), then expires.
@@ -362,7 +364,7 @@ func (l *lane) on(p *puller, e event) bool {
 		return false
 	case evBusy, evRefused:
 		if e.ev == evRefused {
-			w.log.Warn("pull refused by the server", "lane", l.name, "status", e.m.Header.Get("Status"), "description", e.m.Header.Get("Description"))
+			w.log.Warn("pull refused by the server: "+refusal(e.m), "lane", l.name)
 			w.relistSoon() // the lane's config may have changed (priority group)
 		}
 		select {
@@ -427,6 +429,10 @@ func (l *lane) abandon(p *puller, held ...int) {
 		"lane", l.name, "dropped_unrun", dropped)
 }
 
+// mayNak: a nak for f cannot release it while another instance runs it
+// (the server answered about it recently, and the lane's epoch holds).
+func (l *lane) mayNak(f *inflight) bool { return f.ours() && l.standing() != standLapsed }
+
 // inflight is the message a lane's handler is running.
 type inflight struct {
 	m         *nats.Msg
@@ -463,7 +469,7 @@ func (l *lane) progress() {
 	} else if !f.ours() {
 		f.cancel(errLostContact)
 	}
-	if time.Since(f.started) >= SlowAfter(f.usual) && !f.slow.Swap(true) {
+	if time.Since(f.started) >= SlowAfter(f.usual) && l.stats.outage.Load() == nil && !f.slow.Swap(true) {
 		go l.recordSlow(f)
 	}
 	if l.cur.Load() == f {
@@ -571,8 +577,8 @@ func (l *lane) resync(p *puller) {
 	l.ask(p)
 }
 
-// handle runs the handler with in-progress acks, the max process time and
-// the worker's abort, and recovers a panic into an error.
+// handle runs the handler with in-progress acks and the worker's abort,
+// trying again while it cannot run at all (untilItRuns).
 func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err error) {
 	w := l.w
 	deadline := info.deadline(msg.Attempt)
@@ -582,11 +588,6 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 	ctx, cancel := context.WithCancelCause(w.abort)
 	defer cancel(nil)
 	f.cancel = cancel
-	if w.cfg.MaxProcessTime > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, w.cfg.MaxProcessTime, errMaxProcessTime)
-		defer stop()
-	}
 	l.cur.Store(f)
 	if !w.cfg.NoProgressAcks {
 		l.wpi.Reset(f.every)
@@ -596,6 +597,19 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 		l.cur.Store(nil)
 		l.wpi.Stop()
 		l.stats.end()
+	}()
+	return f, l.untilItRuns(ctx, msg)
+}
+
+// try runs the handler once, within the max process time, and recovers a
+// panic into an error; an error says why ctx ended, if it did.
+func (l *lane) try(ctx context.Context, msg *Msg) (err error) {
+	if l.w.cfg.MaxProcessTime > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, l.w.cfg.MaxProcessTime, errMaxProcessTime)
+		defer stop()
+	}
+	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v", r)
 		}
@@ -605,7 +619,7 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 			}
 		}
 	}()
-	return f, w.handler.Handle(ctx, msg)
+	return l.w.handler.Handle(ctx, msg)
 }
 
 // settle acks, naks, terminates or parks the message as the handler's
@@ -616,6 +630,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 	attrs := []any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "attempt", msg.Attempt}
 	if herr == nil {
 		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
+			l.stats.unconfirmed.Add(1)
 			w.log.Error("ack not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
 		}
@@ -630,10 +645,22 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		w.log.Warn("handler stopped", append(attrs, "error", herr)...)
 		return true
 	case w.abort.Err() != nil && errors.Is(herr, context.Canceled):
-		if f.ours() {
+		if l.mayNak(f) {
 			_ = m.Respond([]byte("-NAK"))
 		}
+		l.stats.handedBack.Add(1)
 		w.log.Info("handed back unfinished", attrs...)
+		return true
+	case isOutage(herr):
+		// The handler could not run, and the lane is handed over: the
+		// message goes back at once, as no failure of its own.
+		if !l.mayNak(f) {
+			w.log.Info("given up: the handler could not run, and the lane may be served elsewhere now; the message comes back after its ack wait", append(attrs, "error", herr)...)
+			return true
+		}
+		_ = m.Respond([]byte("-NAK"))
+		l.stats.handedBack.Add(1)
+		w.log.Info("handed back: the handler could not run", append(attrs, "error", herr)...)
 		return true
 	}
 	l.stats.failed.Add(1)
@@ -651,6 +678,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			return true
 		}
 		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
+			l.stats.unconfirmed.Add(1)
 			w.log.Error("ack of a parked message not confirmed: it will be redelivered and parked again (deduplicated)", append(attrs, "error", err)...)
 			return false
 		}
@@ -659,6 +687,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
 	case kind == outcomeTerm:
 		if err := l.confirm(p, m, []byte("+TERM "+oneLine(herr.Error(), 256))); err != nil {
+			l.stats.unconfirmed.Add(1)
 			w.log.Error("term not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
 		}
@@ -681,7 +710,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 // while another instance runs it, so none is sent then.
 func (l *lane) nak(f *inflight, info *laneInfo, attempt int, want time.Duration) time.Duration {
 	send, effective := info.nakDelay(attempt, want)
-	if !f.ours() || l.standing() == standLapsed {
+	if !l.mayNak(f) {
 		return info.deadline(attempt)
 	}
 	body := []byte("-NAK")

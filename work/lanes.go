@@ -3,6 +3,9 @@ package work
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,17 +65,22 @@ func (l *laneInfo) nakDelay(attempt int, want time.Duration) (send, effective ti
 }
 
 // listLanes returns the lanes of design on stream, the consumers tagged
-// for the design that the runtime refuses to serve (with why), and the
-// consumers the server could not report (cluster: leader not answering).
-func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout) (map[string]*laneInfo, map[string]string, []string, error) {
+// for the design that the runtime refuses to serve (with why), the
+// consumers the server could not report (cluster: leader not answering),
+// and the lanes of other designs on the stream, counted per design.
+func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout) (map[string]*laneInfo, map[string]string, []string, map[string]int, error) {
 	listing, err := api.List(ctx, stream)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	lanes := map[string]*laneInfo{}
 	refused := map[string]string{}
+	others := map[string]int{}
 	for _, ci := range listing.Consumers {
 		tag, ok := planner.TagOf(ci.Config.Metadata)
+		if ok && tag.Design != design {
+			others[tag.Design]++
+		}
 		if !ok || tag.Design != design {
 			continue
 		}
@@ -87,7 +95,36 @@ func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, la
 	for name := range listing.Offline {
 		missing = append(missing, name)
 	}
-	return lanes, refused, missing, nil
+	return lanes, refused, missing, others, nil
+}
+
+// noLanesRepeat is how often the warning that a design has no lanes is
+// repeated while it stays so.
+var noLanesRepeat = 5 * time.Minute
+
+// warnNoLanes says, at start and every noLanesRepeat while it stays so,
+// that the stream has no lanes of the design, naming the designs that it
+// has lanes of (a typo in --name, or a design not applied yet). The
+// instance keeps running: lanes applied later are served. w.mu is held.
+func (w *Worker) warnNoLanes(found map[string]*laneInfo, refused map[string]string, others map[string]int) {
+	if len(found) > 0 || len(refused) > 0 {
+		w.noLanesWarned = time.Time{}
+		return
+	}
+	if !w.noLanesWarned.IsZero() && time.Since(w.noLanesWarned) < noLanesRepeat {
+		return
+	}
+	w.noLanesWarned = time.Now()
+	there := "the stream has no lanes of any design"
+	if len(others) > 0 {
+		var names []string
+		for _, d := range slices.Sorted(maps.Keys(others)) {
+			names = append(names, fmt.Sprintf("%s (%d lane%s)", d, others[d], map[bool]string{true: "s"}[others[d] != 1]))
+		}
+		there = "designs with lanes there: " + strings.Join(names, ", ")
+	}
+	w.log.Warn(fmt.Sprintf("no lanes of design %s on stream %s; %s. Serving nothing until lanes of %s appear (lanes apply); check the design name (--name, or name: in the design file)",
+		w.cfg.Design, w.cfg.Stream, there, w.cfg.Design))
 }
 
 func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[string]*planner.Layout) (*laneInfo, string) {

@@ -3,9 +3,12 @@ package work
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -153,4 +156,67 @@ func TestChurnLosesNoDelivery(t *testing.T) {
 		t.Errorf("the last messages took %s: a delivery was lost in a hand-over and waited for the ack wait", took)
 	}
 	checkOrder(t, rec.snapshot(), true)
+}
+
+// TestJoinLogCountsTruly: the membership lines count the members this
+// instance knows, itself included: an instance that joins after another
+// (or with it) does not log "instance joined ... members=1" for the other
+// and then "rebalanced members=2"; it logs the members it found once its
+// own join is in, and later joins count it.
+func TestJoinLogCountsTruly(t *testing.T) {
+	s, _, _, p := setup(t, "orders", 2)
+	logs := map[string]*logBuffer{}
+	start := func(name string) *started {
+		logs[name] = &logBuffer{}
+		return startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name,
+			Logger: slog.New(slog.NewTextHandler(logs[name], nil))}, HandlerFunc(func(context.Context, *Msg) error { return nil }))
+	}
+	a := start("a")
+	waitFor(t, "a serving", 10*time.Second, func() bool { return a.w.Stats().Serving == 2 })
+	b := start("b")
+	c := start("c") // b and c start together
+	waitFor(t, "three members everywhere", 10*time.Second, func() bool {
+		return a.w.Stats().Members == 3 && b.w.Stats().Members == 3 && c.w.Stats().Members == 3
+	})
+	for name, l := range logs {
+		for _, line := range strings.Split(l.String(), "\n") {
+			if strings.Contains(line, `msg="instance joined"`) && strings.Contains(line, "members=1") {
+				t.Errorf("%s: a join counted without the instance itself: %s", name, line)
+			}
+		}
+	}
+	if !strings.Contains(logs["b"].String(), `msg="in the membership" members=2 instances="[a b]"`) &&
+		!strings.Contains(logs["b"].String(), `msg="in the membership" members=3 instances="[a b c]"`) {
+		t.Errorf("b does not say whom it found:\n%s", logs["b"])
+	}
+	if !strings.Contains(logs["a"].String(), `msg="instance joined" instance=b members=2`) && !strings.Contains(logs["a"].String(), `msg="instance joined" instance=b members=3`) {
+		t.Errorf("a does not count b's join with itself:\n%s", logs["a"])
+	}
+}
+
+// TestNoLanesOfTheDesign: an instance of a design that has no lanes on the
+// stream warns at start, naming the designs that have lanes there, warns
+// again while it stays so, and keeps running: lanes applied later are
+// served.
+func TestNoLanesOfTheDesign(t *testing.T) {
+	s, _, js, p := setup(t, "orders", 2)
+	defer func(d time.Duration) { noLanesRepeat = d }(noLanesRepeat)
+	noLanesRepeat = 300 * time.Millisecond
+	var logs logBuffer
+	rec := &recorder{}
+	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: "billing", Instance: "a", Relist: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, rec.handler("a", nil))
+	waitFor(t, "two warnings", 10*time.Second, func() bool { return strings.Count(logs.String(), "no lanes of design billing") >= 2 })
+	if !strings.Contains(logs.String(), "designs with lanes there: orders (2 lanes)") {
+		t.Errorf("the warning does not name the designs on the stream:\n%s", logs.String())
+	}
+	pb := natstest.Plan(t, "billing", 1, func(d *planner.Design) { d.Stream.Name = p.Stream.Name; d.Subject = p.Design.Subject })
+	natstest.CreateLanes(t, js, pb)
+	natstest.Publish(t, js, natstest.SubjectsFor(t, pb, 0, 1)...)
+	waitFor(t, "the new lane's message processed", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
+	warnings := strings.Count(logs.String(), "no lanes of design billing")
+	time.Sleep(500 * time.Millisecond)
+	if n := strings.Count(logs.String(), "no lanes of design billing"); n != warnings {
+		t.Errorf("still warned after the lanes appeared")
+	}
 }

@@ -13,14 +13,17 @@ import (
 // laneStats are one lane's counters on this instance. They live as long as
 // the worker, so a lane that leaves and comes back keeps counting.
 type laneStats struct {
-	processed  atomic.Uint64 // acked after success
-	failed     atomic.Uint64 // handler failures (each attempt)
-	parked     atomic.Uint64 // republished to the dead-letter subject, then acked
-	terminated atomic.Uint64 // +TERM at the handler's word
-	since      atomic.Int64  // unix nanos the running handler started; 0 when idle
-	usual      atomic.Int64  // moving average of the processing time, nanos; 0 before the first
-	serving    atomic.Bool
-	hist       prometheus.Observer // nil without metrics
+	processed   atomic.Uint64 // acked after success
+	failed      atomic.Uint64 // handler failures (each attempt)
+	parked      atomic.Uint64 // republished to the dead-letter subject, then acked
+	terminated  atomic.Uint64 // +TERM at the handler's word
+	handedBack  atomic.Uint64 // given back unfinished (nak) on an abort or a hand-over
+	unconfirmed atomic.Uint64 // settled, but the server did not confirm the ack: it runs again
+	since       atomic.Int64  // unix nanos the running handler started; 0 when idle
+	usual       atomic.Int64  // moving average of the processing time, nanos; 0 before the first
+	serving     atomic.Bool
+	outage      atomic.Pointer[LaneOutage] // the message waits because the handler could not run; nil: no
+	hist        prometheus.Observer        // nil without metrics
 }
 
 func (s *laneStats) begin() { s.since.Store(time.Now().UnixNano()) }
@@ -85,6 +88,7 @@ var (
 	descTerminated = prometheus.NewDesc("lanes_work_terminated_total", "Messages terminated (+TERM) at the handler's word.", []string{"stream", "lane"}, nil)
 	descAge        = prometheus.NewDesc("lanes_work_in_flight_age_seconds", "How long the message in flight has been processed (0: idle).", []string{"stream", "lane"}, nil)
 	descServing    = prometheus.NewDesc("lanes_work_serving", "1 while this instance serves the lane.", []string{"stream", "lane"}, nil)
+	descOutage     = prometheus.NewDesc("lanes_work_handler_outage", "1 while the lane's message waits because the handler could not run (a missing program, a refused connection, a closed stdout): nothing is parked, the handler is tried again.", []string{"stream", "lane"}, nil)
 	descMembers    = prometheus.NewDesc("lanes_work_members", "Live instances of the design seen in the membership.", []string{"stream", "design"}, nil)
 	descLanes      = prometheus.NewDesc("lanes_work_lanes", "Lanes of the design found on the stream.", []string{"stream", "design"}, nil)
 )
@@ -92,7 +96,7 @@ var (
 type workCollector Metrics
 
 func (c *workCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descMembers, descLanes} {
+	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descOutage, descMembers, descLanes} {
 		ch <- d
 	}
 }
@@ -115,6 +119,11 @@ func (c *workCollector) Collect(ch chan<- prometheus.Metric) {
 			serving = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descServing, prometheus.GaugeValue, serving, stream, name)
+		outage := 0.0
+		if s.outage.Load() != nil {
+			outage = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descOutage, prometheus.GaugeValue, outage, stream, name)
 	}
 	st := w.Stats()
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(st.Members), stream, w.cfg.Design)

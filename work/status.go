@@ -23,8 +23,19 @@ type Stats struct {
 	Failed     uint64
 	Parked     uint64
 	Terminated uint64
-	InFlight   int
-	Oldest     time.Duration // age of the oldest message in flight
+	// HandedBack counts messages given back unfinished (nak) on an abort,
+	// at the end of the grace period or on a hand-over; Unconfirmed those
+	// whose ack, term or park the server did not confirm (they run again).
+	HandedBack  uint64
+	Unconfirmed uint64
+	InFlight    int
+	Oldest      time.Duration // age of the oldest message in flight
+	// Outages counts the lanes whose message waits because the handler
+	// could not run (see Outages); OutageSince is when the oldest of them
+	// began, OutageReason its last error.
+	Outages      int
+	OutageSince  time.Time
+	OutageReason string
 }
 
 // Stats reads the worker's counters.
@@ -38,12 +49,20 @@ func (w *Worker) Stats() Stats {
 		st.Failed += s.failed.Load()
 		st.Parked += s.parked.Load()
 		st.Terminated += s.terminated.Load()
+		st.HandedBack += s.handedBack.Load()
+		st.Unconfirmed += s.unconfirmed.Load()
 		if s.serving.Load() {
 			st.Serving++
 		}
 		if age := s.inFlightAge(now); age > 0 {
 			st.InFlight++
 			st.Oldest = max(st.Oldest, age)
+		}
+		if o := s.outage.Load(); o != nil {
+			st.Outages++
+			if st.OutageSince.IsZero() || o.Since.Before(st.OutageSince) {
+				st.OutageSince, st.OutageReason = o.Since, o.Reason
+			}
 		}
 	}
 	return st
@@ -90,6 +109,10 @@ type LaneServer struct {
 	// InFlight is a message that has run far longer than the lane's usual
 	// processing time: recorded while it runs, cleared when it ends.
 	InFlight *InFlight `json:"in_flight,omitempty"`
+	// Outage: the lane's message waits because the handler could not run
+	// at all (recorded at the first try that could not, cleared when it
+	// runs or the message is given up).
+	Outage *LaneOutage `json:"outage,omitempty"`
 }
 
 // InFlight is a message whose handler has run long (see SlowAfter).

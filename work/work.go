@@ -85,6 +85,11 @@ type Worker struct {
 	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
 	joined       bool
 	released     int // lanes handed over so far
+
+	// What the worker tells about itself, also guarded by mu.
+	outageSince   time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
+	leaveErr      error     // why leaving the membership failed at the stop (stop.go)
+	noLanesWarned time.Time // when it was last said that the design has no lanes (lanes.go)
 }
 
 // New checks the config and prepares a worker on nc (whose JetStream API
@@ -362,19 +367,28 @@ func (w *Worker) applyMember(ev memberEvent) {
 	for _, l := range w.running {
 		l.wake() // a lane waiting for a departed holder may take it now
 	}
-	if was != ev.alive && ev.instance != w.cfg.Instance {
-		if ev.alive {
-			w.log.Info("instance joined", "instance", ev.instance, "members", len(w.members))
-		} else {
-			w.log.Info("instance left", "instance", ev.instance, "members", len(w.members))
-		}
+	if was == ev.alive {
+		return
+	}
+	// Counts include this instance: until its own join is seen (the watch
+	// gives the members found first), the others are told in one line
+	// with it, not one by one with a count that leaves it out.
+	_, selfIn := w.members[w.cfg.Instance]
+	switch self := ev.instance == w.cfg.Instance; {
+	case self && ev.alive:
+		w.log.Info("in the membership", "members", len(w.members), "instances", slices.Sorted(maps.Keys(w.members)))
+	case self, !selfIn:
+	case ev.alive:
+		w.log.Info("instance joined", "instance", ev.instance, "members", len(w.members))
+	default:
+		w.log.Info("instance left", "instance", ev.instance, "members", len(w.members))
 	}
 }
 
 // listLanes reads the design's lanes; lanes the server could not report
 // (a cluster leader not answering) keep their last known settings.
 func (w *Worker) listLanes(ctx context.Context) error {
-	found, refused, missing, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
+	found, refused, missing, others, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
 	if jsapi.IsStreamNotFound(err) {
 		found, refused, err = map[string]*laneInfo{}, map[string]string{}, nil
 		w.log.Warn("stream not found: no lanes to serve", "stream", w.cfg.Stream)
@@ -384,6 +398,7 @@ func (w *Worker) listLanes(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.warnNoLanes(found, refused, others)
 	for _, name := range missing {
 		if old, ok := w.lanes[name]; ok {
 			found[name] = old
@@ -572,8 +587,9 @@ func (w *Worker) shutdown(ls *lease) error {
 	}
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	if err := ls.leave(ctx, w.cfg.Timeout); err != nil {
-		w.log.Warn("cannot leave the membership: the others take over when the lease expires", "error", err)
+	leaveErr := ls.leave(ctx, w.cfg.Timeout)
+	if leaveErr != nil {
+		w.log.Warn("cannot leave the membership: the others take over when the lease expires", "error", leaveErr)
 	}
 	cancel()
 	if w.abort.Err() == nil {
@@ -602,6 +618,7 @@ func (w *Worker) shutdown(ls *lease) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.running = map[string]*lane{}
+	w.leaveErr = leaveErr
 	return w.abortedBy
 }
 
