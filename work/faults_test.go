@@ -164,19 +164,11 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 func TestBucketDeletedWhileRunning(t *testing.T) {
 	s, _, js, p := setup(t, "orders", 8)
 	run := ordercheck.New(t, p, keysOnEveryLane(t, p), 8, func(string) time.Duration { return 50 * time.Millisecond })
-	handler := func(instance string) Handler {
-		return HandlerFunc(func(ctx context.Context, m *Msg) error {
-			if !run.Execute(ctx, instance, m.Partition, m.Seq) {
-				return ctx.Err()
-			}
-			return nil
-		})
-	}
 	cfg := func(name string) Config {
 		return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 2 * time.Second}
 	}
-	a := startWorker(t, s.URL(), cfg("a"), handler("a"))
-	b := startWorker(t, s.URL(), cfg("b"), handler("b"))
+	a := startWorker(t, s.URL(), cfg("a"), judged(run, "a"))
+	b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
 	waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -101,6 +101,16 @@ func TestMayTake(t *testing.T) {
 
 func keysOnEveryLane(t testing.TB, p *planner.Plan) []string { return ordercheck.KeysOnEveryLane(t, p) }
 
+// judged is a handler that reports each execution to the order judge.
+func judged(run *ordercheck.Run, instance string) Handler {
+	return HandlerFunc(func(ctx context.Context, m *Msg) error {
+		if !run.Execute(ctx, instance, m.Partition, m.Seq) {
+			return ctx.Err()
+		}
+		return nil
+	})
+}
+
 // TestCutOffOwnerNeverRunsBesideItsSuccessor is the frozen owner of the
 // faults issue, cut off by a relay that holds its traffic: 8 lanes with a
 // 5s ack wait, one key per lane at 8 msg/s in all, instances a and b with
@@ -117,19 +127,11 @@ func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
 			run := ordercheck.New(t, p, keysOnEveryLane(t, p), 5, func(instance string) time.Duration {
 				return map[string]time.Duration{"a": tc.a, "b": tc.b}[instance]
 			})
-			handler := func(instance string) Handler {
-				return HandlerFunc(func(ctx context.Context, m *Msg) error {
-					if !run.Execute(ctx, instance, m.Partition, m.Seq) {
-						return ctx.Err()
-					}
-					return nil
-				})
-			}
 			cfg := func(name string) Config {
 				return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name}
 			}
-			a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), handler("a"))
-			b := startWorker(t, s.URL(), cfg("b"), handler("b"))
+			a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), judged(run, "a"))
+			b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
 			waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -167,19 +169,11 @@ func TestCutOffOwnerHandsOverWhenBack(t *testing.T) {
 		}
 		return time.Second
 	})
-	handler := func(instance string) Handler {
-		return HandlerFunc(func(ctx context.Context, m *Msg) error {
-			if !run.Execute(ctx, instance, m.Partition, m.Seq) {
-				return ctx.Err()
-			}
-			return nil
-		})
-	}
 	cfg := func(name string) Config {
 		return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 10 * time.Second}
 	}
-	a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), handler("a"))
-	b := startWorker(t, s.URL(), cfg("b"), handler("b"))
+	a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), judged(run, "a"))
+	b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
 	waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -192,7 +186,7 @@ func TestCutOffOwnerHandsOverWhenBack(t *testing.T) {
 	waitFor(t, "a working", 20*time.Second, func() bool { return run.Executions()["a"] >= 4 })
 	relay.Freeze()
 	frozen := time.Now()
-	startWorker(t, s.URL(), cfg("c"), handler("c"))
+	startWorker(t, s.URL(), cfg("c"), judged(run, "c"))
 	waitFor(t, "b to see c join", 10*time.Second, func() bool { return len(b.w.memberEpochs()) == 3 })
 	time.Sleep(4*time.Second - time.Since(frozen)) // the scenario: past the ack wait, within the lease
 	relay.Thaw()
