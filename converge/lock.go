@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/kvlease"
 )
 
 // One apply at a time per stream. Two applies that overlap (an operator
@@ -89,6 +89,7 @@ type LockedError struct {
 	Waited  time.Duration
 
 	revision uint64
+	value    []byte
 }
 
 func (e *LockedError) Error() string {
@@ -131,10 +132,9 @@ type Lock struct {
 	owner  LockOwner
 	ttl    time.Duration
 	onLost func(error)
+	lease  *kvlease.Lease // touched by the renewing goroutine only, until it stops
 
 	mu      sync.Mutex
-	rev     uint64
-	renewed time.Time
 	stop    chan struct{}
 	done    chan struct{}
 	stopped bool
@@ -168,16 +168,14 @@ func AcquireLock(ctx context.Context, conn *connect.Conn, stream string, owner L
 	start := time.Now()
 	for {
 		rctx, cancel := conn.Ctx(ctx)
-		rev, err := kv.Create(rctx, l.key, value, jetstream.KeyTTL(ttl))
+		lease, err := kvlease.Acquire(rctx, conn.JS, kv, l.key, value, ttl)
 		cancel()
 		if err == nil {
-			l.rev, l.renewed = rev, time.Now()
+			l.lease = lease
 			go l.renew()
 			return l, nil
 		}
-		if !jsapi.IsWrongLastSequence(err) {
-			// (Key exists is a wrong last sequence; so is the create of a
-			// deleted key that another apply created first.)
+		if !errors.Is(err, kvlease.ErrHeld) {
 			return nil, lockError(ctx, conn, err)
 		}
 		held, err := l.holder(ctx)
@@ -190,9 +188,11 @@ func AcquireLock(ctx context.Context, conn *connect.Conn, stream string, owner L
 		if l.diedHere(held.Holder) {
 			// Its process is gone (killed): take the lock over, on the
 			// condition that nobody else did first.
-			l.rev = held.revision
-			if err := l.renewOnce(); err == nil {
-				l.renewed = time.Now()
+			l.lease = kvlease.Adopt(conn.JS, kv, l.key, held.value, ttl, held.revision)
+			rctx, cancel := conn.Ctx(ctx)
+			err := l.lease.Replace(rctx, value)
+			cancel()
+			if err == nil {
 				go l.renew()
 				return l, nil
 			}
@@ -221,7 +221,7 @@ func (l *Lock) holder(ctx context.Context) (*LockedError, error) {
 	if err != nil {
 		return nil, lockError(ctx, l.conn, err)
 	}
-	held := &LockedError{Stream: l.stream, Renewed: e.Created(), revision: e.Revision()}
+	held := &LockedError{Stream: l.stream, Renewed: e.Created(), revision: e.Revision(), value: e.Value()}
 	if json.Unmarshal(e.Value(), &held.Holder) != nil {
 		held.Holder = LockOwner{Command: "an unknown holder", Host: "?", Design: "?"}
 	}
@@ -235,28 +235,27 @@ func (l *Lock) diedHere(h LockOwner) bool {
 		h.PID > 0 && h.PID != l.owner.PID && !processAlive(h.PID)
 }
 
-// renew republishes the lock with its TTL every third of the TTL, on the
-// condition that it is still ours (expected last revision). It gives up
-// when a renewal is refused (someone else took the lock) or none succeeded
-// for a whole TTL.
+// renew renews the lock every third of the TTL, on the condition that it
+// is still ours. It gives up when a renewal finds it lost (someone else
+// took the lock) or none succeeded for a whole TTL.
 func (l *Lock) renew() {
 	defer close(l.done)
 	tick := time.NewTicker(l.ttl / 3)
 	defer tick.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-tick.C:
 		}
-		err := l.renewOnce()
-		l.mu.Lock()
+		ctx, cancel := l.conn.Ctx(context.Background())
+		err := l.lease.Renew(ctx)
+		cancel()
 		if err == nil {
-			l.renewed = time.Now()
+			renewed = time.Now()
 		}
-		expired := time.Since(l.renewed) >= l.ttl
-		l.mu.Unlock()
-		if err != nil && (jsapi.IsWrongLastSequence(err) || expired) {
+		if err != nil && (errors.Is(err, kvlease.ErrLost) || time.Since(renewed) >= l.ttl) {
 			if l.onLost != nil {
 				l.onLost(&LockLostError{Stream: l.stream, Err: err})
 			}
@@ -265,29 +264,8 @@ func (l *Lock) renew() {
 	}
 }
 
-func (l *Lock) renewOnce() error {
-	l.mu.Lock()
-	rev := l.rev
-	l.mu.Unlock()
-	value, _ := json.Marshal(l.owner)
-	subject := "$KV." + LockBucket + "." + l.key
-	if l.conn.APIPrefix != jetstream.DefaultAPIPrefix {
-		subject = l.conn.APIPrefix + subject // a JetStream domain
-	}
-	ctx, cancel := l.conn.Ctx(context.Background())
-	defer cancel()
-	ack, err := l.conn.JS.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: value},
-		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ttl))
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.rev = ack.Sequence
-	l.mu.Unlock()
-	return nil
-}
-
-// Release stops renewing and deletes the lock if it is still ours.
+// Release stops renewing and deletes the lock if it is still ours (one
+// that expired and was taken by another apply is not ours to delete).
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.stopped {
@@ -300,14 +278,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	<-l.done
 	ctx, cancel := l.conn.Ctx(ctx)
 	defer cancel()
-	l.mu.Lock()
-	rev := l.rev
-	l.mu.Unlock()
-	err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev))
-	if jsapi.IsWrongLastSequence(err) {
-		return nil // expired and taken by another apply: not ours to delete
+	if err := l.lease.Release(ctx, 0); !errors.Is(err, kvlease.ErrLost) {
+		return err
 	}
-	return err
+	return nil
 }
 
 // lockBucket opens the lock bucket, creating it on first use: file

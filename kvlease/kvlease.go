@@ -43,6 +43,7 @@ type Lease struct {
 
 // Acquire creates key in kv with value and the TTL (whole seconds, 1s at
 // least), only if it does not exist (or was deleted): ErrHeld otherwise.
+// The value must tell this holding from any other (Renew relies on it).
 func Acquire(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, value []byte, ttl time.Duration) (*Lease, error) {
 	rev, err := kv.Create(ctx, key, value, jetstream.KeyTTL(ttl))
 	if conflict(err) {
@@ -107,12 +108,12 @@ func (l *Lease) write(ctx context.Context, value []byte, rev uint64) (uint64, er
 }
 
 // Release removes the key if it is still the lease's, with a delete
-// marker that expires after markerTTL (0: the bucket's limit marker TTL).
-// A key already gone or taken is not the lease's to remove: nil.
+// marker that expires after markerTTL (0: one that stays). A key gone or
+// taken since is not the lease's to remove: ErrLost, and nothing changes.
 func (l *Lease) Release(ctx context.Context, markerTTL time.Duration) error {
 	err := Delete(ctx, l.js, l.kv.Bucket(), l.key, l.rev, markerTTL)
 	if conflict(err) {
-		return nil
+		return ErrLost
 	}
 	return err
 }

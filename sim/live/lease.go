@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
-	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/kvlease"
 	"github.com/lanes-dev/lanes/sim/record"
 )
 
@@ -66,12 +66,14 @@ func (wk *worker) leased(ctx context.Context, m jetstream.Msg, idx, attempt int)
 	r := wk.r
 	key := "k" + strconv.Itoa(r.w.Messages[idx].Key)
 	rctx, cancel := wk.conn.Ctx(ctx)
-	rev, err := wk.kv.Create(rctx, key, nil, jetstream.KeyTTL(r.o.Lease.TTL))
+	// The value names this holding: a renewal tells its own lost answer
+	// from another worker's lease by it.
+	lease, err := kvlease.Acquire(rctx, wk.conn.JS, wk.kv, key, []byte(nuid.Next()), r.o.Lease.TTL)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
 		return stopped, nil
-	case errors.Is(err, jetstream.ErrKeyExists) || jsapi.IsWrongLastSequence(err):
+	case errors.Is(err, kvlease.ErrHeld):
 		// Held by another worker (or taken between Create's read of a
 		// released lease and its conditional write).
 		r.rec.LeaseRetry()
@@ -84,22 +86,15 @@ func (wk *worker) leased(ctx context.Context, m jetstream.Msg, idx, attempt int)
 	r.inflight.Add(1)
 	defer r.inflight.Add(-1)
 	work, crash := r.w.Attempt(idx, attempt)
-	e := r.rec.BeginFenced(idx, wk.lane.index, r.now(), rev)
-	current := rev // the lease's last revision: renewals move it
+	e := r.rec.BeginFenced(idx, wk.lane.index, r.now(), lease.Revision()) // its first revision is its fencing token
+	lost := false
 	renew := func() {
-		if current == 0 {
-			return // lost: a renewal cannot bring it back
+		if lost {
+			return // a renewal cannot bring it back
 		}
-		msg := &nats.Msg{Subject: "$KV." + wk.kv.Bucket() + "." + key, Header: nats.Header{}}
 		rctx, cancel := wk.conn.Ctx(ctx)
 		defer cancel()
-		ack, err := wk.conn.JS.PublishMsg(rctx, msg, jetstream.WithExpectLastSequencePerSubject(current), jetstream.WithMsgTTL(r.o.Lease.TTL))
-		switch {
-		case err == nil:
-			current = ack.Sequence
-		case jsapi.IsWrongLastSequence(err):
-			current = 0
-		}
+		lost = errors.Is(lease.Renew(rctx), kvlease.ErrLost)
 	}
 	if !wk.work(ctx, m, work, renew) {
 		return stopped, nil // interrupted: the execution stays open, as it was
@@ -111,10 +106,10 @@ func (wk *worker) leased(ctx context.Context, m jetstream.Msg, idx, attempt int)
 	r.rec.End(e, r.now(), record.Done) // the fenced write
 	r.markDone(idx)
 	rctx, cancel = wk.conn.Ctx(ctx)
-	err = wk.kv.Delete(rctx, key, jetstream.LastRevision(current))
+	err = lease.Release(rctx, 0)
 	cancel()
 	switch {
-	case current == 0 || jsapi.IsWrongLastSequence(err):
+	case lost || errors.Is(err, kvlease.ErrLost):
 		r.rec.LeaseLost()
 	case err != nil && ctx.Err() == nil:
 		return stopped, fmt.Errorf("releasing the lease of key %s: %w", key, wk.conn.Classify(rctx, err))
