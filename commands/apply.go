@@ -16,10 +16,10 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
-	"github.com/lanes-dev/lanes/work"
 )
 
 var applyFormats = []string{"table", "json"}
@@ -273,7 +273,7 @@ func refusedByLock(ctx context.Context, conn *connect.Conn, o ApplyOptions, view
 // over or deleted; the record of a deleted lane is kept for a week).
 func laneRecords(conn *connect.Conn) func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
 	return func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
-		sv, err := work.ReadServing(ctx, conn.JS, stream, design)
+		sv, err := membership.ReadServing(ctx, conn.JS, stream, design)
 		if err != nil {
 			return nil, err
 		}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/work"
 )
 
 // The faults operators meet, on lanes work as it ships (the binary, two
@@ -82,7 +82,7 @@ func (f *faultRun) spread(names ...string) {
 	waitForCond(f.t, fmt.Sprintf("the lanes spread over %v", names), 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		sv, err := work.ReadServing(ctx, f.js, f.p.Stream.Name, f.p.Design.Name)
+		sv, err := membership.ReadServing(ctx, f.js, f.p.Stream.Name, f.p.Design.Name)
 		if err != nil {
 			return false
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -715,7 +716,7 @@ func TestInspectWorkersUnknown(t *testing.T) {
 	_, js := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "admin-pw"))
 	p := natstest.Plan(t, "unknown", 4)
 	natstest.CreateLanes(t, js, p)
-	if _, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: work.Bucket, LimitMarkerTTL: time.Hour}); err != nil {
+	if _, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: membership.Bucket, LimitMarkerTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -766,7 +767,7 @@ func TestInspectSlowMembershipBucket(t *testing.T) {
 		}
 	}
 	name := c.Servers[victim].Opts.ServerName
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: work.Bucket, LimitMarkerTTL: time.Hour,
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: membership.Bucket, LimitMarkerTTL: time.Hour,
 		Placement: &jetstream.Placement{Tags: []string{"node:" + name}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/handlers"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -135,12 +136,12 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 		return o, usageErrorf("--exec %s: the command is empty", planner.Quote(o.Exec, 64))
 	}
 	if o.HTTP != "" {
-		if _, err := work.NewHTTPHandler(o.HTTP); err != nil {
+		if _, err := handlers.NewHTTP(o.HTTP); err != nil {
 			return o, usageErrorf("--http: %v", err)
 		}
 	}
 	if o.Exec != "" {
-		if err := work.CheckCommand(o.Exec); err != nil {
+		if err := handlers.CheckCommand(o.Exec); err != nil {
 			return o, usageErrorf("--exec %s: %v", planner.Quote(o.Exec, 64), err)
 		}
 	}
@@ -186,12 +187,16 @@ func workOptions(c *cli.Context, io *IO) (WorkOptions, error) {
 	if err := o.Work.Validate(); err != nil {
 		var ce *work.ConfigError
 		if errors.As(err, &ce) {
-			return o, usageErrorf("--%s %s: %s", ce.Field, ce.Value, ce.Msg)
+			return o, usageErrorf("--%s %s: %s", workFlags[ce.Field], ce.Value, ce.Msg)
 		}
 		return o, usageErrorf("%v", err)
 	}
 	return o, nil
 }
+
+// workFlags names the flag that sets each work.Config field.
+var workFlags = map[string]string{"Stream": "stream", "Instance": "instance", "Lease": "lease", "Grace": "grace",
+	"MaxProcessTime": "max-process-time", "OnPoison": "on-poison", "DeadLetter": "dead-letter", "ParkAfter": "park-after"}
 
 // workTarget is the stream and design name to serve: from the design
 // (file or flags) when it can be planned, else from --stream and --name
@@ -245,20 +250,20 @@ func runWork(ctx context.Context, o WorkOptions) error {
 
 	var handler work.Handler
 	if o.HTTP != "" {
-		hh, err := work.NewHTTPHandler(o.HTTP)
+		hh, err := handlers.NewHTTP(o.HTTP)
 		if err != nil {
 			return usageErrorf("--http: %v", err)
 		}
 		handler = hh
 	} else {
 		out := o.IO.Out
-		if err := work.CheckOutput(out); err != nil {
+		if err := handlers.CheckOutput(out); err != nil {
 			return fmt.Errorf("%v: the --exec handlers write there, and each would fail; give lanes work an output (e.g. >> handlers.log, or > /dev/null)", err)
 		}
 		if o.IO.OutTTY {
 			out = status.Wrap(out) // the handlers' output and the status line share the terminal
 		}
-		handler = &work.ExecHandler{Command: o.Exec, Stdout: out, Stderr: status}
+		handler = &handlers.Exec{Command: o.Exec, Stdout: out, Stderr: status}
 	}
 	if o.Metrics != "" {
 		o.Work.Metrics = work.NewMetrics()
@@ -275,11 +280,14 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		return err
 	}
 	defer conn.Close()
-	o.Work.APIPrefix = conn.APIPrefix
-	w, err := work.New(conn.NC, o.Work, handler)
+	w, err := work.New(conn.JS, o.Work, handler)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	// A permission violation (on a pull, an ack, the bucket) stops the
+	// worker with that error, handing its lanes over.
+	runCtx, release := conn.Guard(ctx)
+	defer release()
 	onSecondSignal(ctx, func() {
 		o.Work.Logger.Warn("second signal: handing back the messages in flight (nak) and stopping now")
 		w.Abort()
@@ -289,7 +297,7 @@ func runWork(ctx context.Context, o WorkOptions) error {
 	// against those at the end.
 	atSignal := make(chan work.Stats, 1)
 	unwatch := context.AfterFunc(ctx, func() { atSignal <- w.Stats() })
-	err = w.Run(ctx)
+	err = w.Run(runCtx)
 	stopStatus()
 	if unwatch() || (err != nil && !errors.Is(err, work.ErrGraceExpired) && !errors.Is(err, work.ErrAborted)) {
 		return err // not stopped by a signal, or failed

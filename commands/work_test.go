@@ -26,8 +26,8 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/work"
 )
 
 // workBuffer is written by a running command and read by the test.
@@ -434,7 +434,7 @@ func members(t *testing.T, url string) int {
 	_, js := natstest.Connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sv, err := work.ReadServing(ctx, js, "ORDERS", "orders")
+	sv, err := membership.ReadServing(ctx, js, "ORDERS", "orders")
 	if err != nil {
 		return 0
 	}
@@ -698,7 +698,7 @@ func TestWorkRepartitionUnderLoad(t *testing.T) {
 	_, js2 := natstest.Connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sv, err := work.ReadServing(ctx, js2, "ORDERS", "orders")
+	sv, err := membership.ReadServing(ctx, js2, "ORDERS", "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -830,7 +830,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if n, _, _, err := work.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
+		if n, _, _, err := membership.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
 			t.Errorf("%d messages parked (%v), want none", n, err)
 		}
 	}

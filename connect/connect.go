@@ -103,6 +103,29 @@ type Conn struct {
 	nextID   int
 }
 
+// Around is a Conn on a connection its caller made and holds (a Go program
+// using lanes' packages): js gives the connection and where JetStream API
+// requests go. Nothing watches it for permission violations (its owner's
+// error handler receives them), and Close is its owner's.
+func Around(js jetstream.JetStream, timeout time.Duration) *Conn {
+	nc := js.Conn()
+	return &Conn{NC: nc, JS: js, Timeout: timeout, APIPrefix: APIPrefixOf(js), Server: Redact(nc.ConnectedUrlRedacted()),
+		domain: js.Options().Domain, watchers: map[int]context.CancelCauseFunc{}}
+}
+
+// APIPrefixOf is where js sends JetStream API requests: $JS.API., a
+// domain's $JS.<domain>.API., or the prefix js was made with.
+func APIPrefixOf(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
 // Open resolves the options (context file, defaults), connects, and checks
 // that JetStream answers.
 func Open(ctx context.Context, o Options) (*Conn, error) {

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/work"
 )
 
 // serverDefaultMaxConsumers is nats-server's default cap on consumers per
@@ -171,7 +171,7 @@ func (j *judge) instanceGone(l *Lane) bool {
 	var live []string
 	if w := j.report.WorkersOf(l.Design); w != nil {
 		for _, m := range w.Live {
-			live = append(live, m.Name)
+			live = append(live, m.Instance)
 		}
 	}
 	when := "is no longer a member (gone more than an hour ago)"
@@ -705,8 +705,8 @@ func (j *judge) workerFindings() {
 	r := j.report
 	if r.WorkersUnknown != "" {
 		j.add(Finding{Severity: Info, Code: "workers_unknown",
-			Message: fmt.Sprintf("who serves the lanes is unknown: lanes work's membership bucket %s could not be read: %s", work.Bucket, r.WorkersUnknown),
-			Advice:  fmt.Sprintf("give the user read access to the KV bucket %s (stream KV_%s), or raise --timeout; the lanes' own figures are complete", work.Bucket, work.Bucket)})
+			Message: fmt.Sprintf("who serves the lanes is unknown: lanes work's membership bucket %s could not be read: %s", membership.Bucket, r.WorkersUnknown),
+			Advice:  fmt.Sprintf("give the user read access to the KV bucket %s (stream KV_%s), or raise --timeout; the lanes' own figures are complete", membership.Bucket, membership.Bucket)})
 	}
 	for _, w := range r.Workers {
 		for _, p := range w.Parked {

@@ -14,8 +14,8 @@ import (
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/work"
 )
 
 // The judge's tests build snapshots by hand, as Read would get them from a
@@ -154,13 +154,13 @@ func (b *build) out(i, deliveries int, ago time.Duration) {
 
 // serving is what the membership bucket says about the plan's design
 // (empty until edited: no worker ever ran).
-func (b *build) serving() *work.Serving {
+func (b *build) serving() *membership.Serving {
 	if b.s.Serving == nil {
-		b.s.Serving = map[string]*work.Serving{}
+		b.s.Serving = map[string]*membership.Serving{}
 	}
 	d := b.p.Design.Name
 	if b.s.Serving[d] == nil {
-		b.s.Serving[d] = &work.Serving{Lanes: map[string]work.LaneServer{}}
+		b.s.Serving[d] = &membership.Serving{Lanes: map[string]membership.LaneServer{}}
 	}
 	return b.s.Serving[d]
 }
@@ -169,8 +169,8 @@ func (b *build) serving() *work.Serving {
 // left (or lost its lease, expired) goneAgo before the snapshot.
 func (b *build) served(i int, instance string, ago time.Duration, gone, expired bool, goneAgo time.Duration) {
 	sv := b.serving()
-	sv.Lanes[b.p.Lanes[i].Name] = work.LaneServer{Instance: instance, Since: at.Add(-ago), Gone: gone}
-	m := work.Member{Instance: instance, Started: at.Add(-ago), Renewed: at.Add(-time.Second)}
+	sv.Lanes[b.p.Lanes[i].Name] = membership.LaneServer{Instance: instance, Since: at.Add(-ago), Gone: gone}
+	m := membership.Member{Instance: instance, Started: at.Add(-ago), Renewed: at.Add(-time.Second)}
 	for _, have := range append(sv.Members, sv.Gone...) {
 		if have.Instance == instance {
 			return
@@ -693,7 +693,7 @@ func TestJudgeFindings(t *testing.T) {
 				b.served(0, "one", time.Hour, false, false, 0)
 				b.served(1, "one", time.Hour, false, false, 0)
 				ls := b.serving().Lanes[b.p.Lanes[1].Name]
-				ls.InFlight = &work.InFlight{Seq: 42, Attempt: 1, Since: at.Add(-45 * time.Second), Usual: 3 * time.Millisecond}
+				ls.InFlight = &membership.InFlight{Seq: 42, Attempt: 1, Since: at.Add(-45 * time.Second), Usual: 3 * time.Millisecond}
 				b.serving().Lanes[b.p.Lanes[1].Name] = ls
 			},
 			want:     []string{"warning long_running hung-n2-01"},
@@ -705,7 +705,7 @@ func TestJudgeFindings(t *testing.T) {
 			snap: func(b *build) {
 				b.served(0, "one", time.Hour, false, false, 0)
 				ls := b.serving().Lanes[b.p.Lanes[0].Name]
-				ls.Outage = &work.LaneOutage{Since: at.Add(-12 * time.Second), Tries: 4, Reason: "exit status 127: sh: 1: ./handle.sh: not found"}
+				ls.Outage = &membership.Outage{Since: at.Add(-12 * time.Second), Tries: 4, Reason: "exit status 127: sh: 1: ./handle.sh: not found"}
 				b.serving().Lanes[b.p.Lanes[0].Name] = ls
 			},
 			want:     []string{"warning handler_outage outage-n2-00"},
@@ -752,8 +752,8 @@ func TestJudgeFindings(t *testing.T) {
 			plan: func(t *testing.T) *planner.Plan { return plan(t, "parking", 2) },
 			snap: func(b *build) {
 				sv := b.serving()
-				sv.Members = []work.Member{{Instance: "one", DeadLetter: "dlq.parking"}}
-				sv.Lanes[b.p.Lanes[0].Name] = work.LaneServer{Instance: "one", DeadLetter: "dlq.lost"} // a record outlives its writer
+				sv.Members = []membership.Member{{Instance: "one", DeadLetter: "dlq.parking"}}
+				sv.Lanes[b.p.Lanes[0].Name] = membership.LaneServer{Instance: "one", DeadLetter: "dlq.lost"} // a record outlives its writer
 				b.s.Parked = map[string]health.Parked{"dlq.parking": {Subject: "dlq.parking", Stream: "DLQ", Count: 3}, "dlq.lost": {Subject: "dlq.lost"}}
 			},
 			want:     []string{"warning dead_letter_unstored", "info parked"},

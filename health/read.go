@@ -14,8 +14,8 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/work"
 )
 
 // Options say which stream and lanes to read, how much to look at, and
@@ -85,7 +85,7 @@ type Snapshot struct {
 	// Serving is what lanes work's membership bucket says, by design (a
 	// design with no workers ever has an empty one); WorkersFailed says
 	// why it could not be read, and who serves the lanes is then unknown.
-	Serving       map[string]*work.Serving
+	Serving       map[string]*membership.Serving
 	WorkersFailed string
 	// Parked counts the messages on each dead-letter subject the workers name.
 	Parked   map[string]Parked

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/work"
 )
 
 // Server is the lanes work instance that serves a lane, as the membership
@@ -34,29 +34,18 @@ type Server struct {
 	HandingOver bool
 	// Running is a message the instance has run far longer than the
 	// lane's usual processing time (it records none that run normally).
-	Running *work.InFlight
+	Running *membership.InFlight
 	// Outage: the instance cannot run its handler at all (a missing
 	// program, a refused connection), and the lane's message waits.
-	Outage *work.LaneOutage
-}
-
-// Instance is a lanes work instance of a design.
-type Instance struct {
-	Name       string
-	Host       string
-	PID        int
-	Started    time.Time
-	DeadLetter string    // its --dead-letter subject
-	Renewed    time.Time // last lease renewal (live), or when it left or expired (gone)
-	Expired    bool      // gone because its lease ran out
+	Outage *membership.Outage
 }
 
 // Workers is what the membership bucket says about one design's workers.
 type Workers struct {
 	Design string
-	Live   []Instance
-	Gone   []Instance // departures of the last hour
-	Parked []Parked   // per dead-letter subject its instances name
+	Live   []membership.Member
+	Gone   []membership.Member // departures of the last hour
+	Parked []Parked            // per dead-letter subject its instances name
 }
 
 // Parked counts the messages parked on a dead-letter subject
@@ -70,8 +59,8 @@ type Parked struct {
 
 // workersRead is what Read got from the membership bucket.
 type workersRead struct {
-	serving map[string]*work.Serving // by design
-	parked  map[string]Parked        // by dead-letter subject
+	serving map[string]*membership.Serving // by design
+	parked  map[string]Parked              // by dead-letter subject
 	failed  string
 }
 
@@ -103,7 +92,7 @@ func designsOf(s *Snapshot, o Options) []string {
 // who serves the lanes unknown, never the rest of the report. A missing
 // bucket (no worker ever ran) is no error: nobody serves anything.
 func readWorkers(ctx context.Context, c *connect.Conn, stream string, designs []string) workersRead {
-	out := workersRead{serving: map[string]*work.Serving{}, parked: map[string]Parked{}}
+	out := workersRead{serving: map[string]*membership.Serving{}, parked: map[string]Parked{}}
 	if len(designs) == 0 || c.JS == nil {
 		return out
 	}
@@ -113,7 +102,7 @@ func readWorkers(ctx context.Context, c *connect.Conn, stream string, designs []
 	var g errgroup.Group
 	for _, d := range designs {
 		g.Go(func() error {
-			sv, err := work.ReadServing(ctx, c.JS, stream, d)
+			sv, err := membership.ReadServing(ctx, c.JS, stream, d)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -142,7 +131,7 @@ func readWorkers(ctx context.Context, c *connect.Conn, stream string, designs []
 	}
 	for subject := range subjects {
 		g.Go(func() error {
-			n, stream, _, err := work.CountParked(ctx, c.JS, subject)
+			n, stream, _, err := membership.CountParked(ctx, c.JS, subject)
 			p := Parked{Subject: subject, Stream: stream, Count: n}
 			if err != nil {
 				p.Err = workersError(ctx, c, err)
@@ -162,7 +151,7 @@ func workersError(ctx context.Context, c *connect.Conn, err error) string {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		err = cause // the guard's permission error says which subject
 	} else if ctx.Err() != nil {
-		return fmt.Sprintf("no answer from bucket %s within the deadline (--timeout)", work.Bucket)
+		return fmt.Sprintf("no answer from bucket %s within the deadline (--timeout)", membership.Bucket)
 	}
 	return planner.Printable(c.Classify(ctx, err).Error(), 300)
 }
@@ -181,16 +170,16 @@ func (j *judge) attachWorkers(s *Snapshot) {
 	for _, d := range designs {
 		sv := s.Serving[d]
 		w := Workers{Design: d}
-		gone := map[string]work.Member{}
+		gone := map[string]membership.Member{}
 		subjects := map[string]bool{}
 		live := map[string]bool{}
 		for _, m := range sv.Members {
-			w.Live = append(w.Live, instanceOf(m))
+			w.Live = append(w.Live, m)
 			live[m.Instance] = true
 			subjects[m.DeadLetter] = true
 		}
 		for _, m := range sv.Gone {
-			w.Gone = append(w.Gone, instanceOf(m))
+			w.Gone = append(w.Gone, m)
 			gone[m.Instance] = m
 		}
 		for _, ls := range sv.Lanes {
@@ -217,10 +206,6 @@ func (j *judge) attachWorkers(s *Snapshot) {
 			}
 		}
 	}
-}
-
-func instanceOf(m work.Member) Instance {
-	return Instance{Name: m.Instance, Host: m.Host, PID: m.PID, Started: m.Started, DeadLetter: m.DeadLetter, Renewed: m.Renewed, Expired: m.Expired}
 }
 
 // WorkersOf returns the design's workers, or nil when the bucket was not read for it.

@@ -14,12 +14,12 @@ package kvlease
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
 )
 
@@ -46,7 +46,7 @@ type Lease struct {
 // The value must tell this holding from any other (Renew relies on it).
 func Acquire(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string, value []byte, ttl time.Duration) (*Lease, error) {
 	rev, err := kv.Create(ctx, key, value, jetstream.KeyTTL(ttl))
-	if conflict(err) {
+	if Conflict(err) {
 		return nil, ErrHeld
 	}
 	if err != nil {
@@ -76,7 +76,7 @@ func (l *Lease) Renew(ctx context.Context) error { return l.Replace(ctx, l.value
 // Renew (the key holding the lease's current value).
 func (l *Lease) Replace(ctx context.Context, value []byte) error {
 	rev, err := l.write(ctx, value, l.rev)
-	if conflict(err) {
+	if Conflict(err) {
 		e, gerr := l.kv.Get(ctx, l.key)
 		switch {
 		case errors.Is(gerr, jetstream.ErrKeyNotFound):
@@ -87,7 +87,7 @@ func (l *Lease) Replace(ctx context.Context, value []byte) error {
 			return ErrLost
 		}
 		rev, err = l.write(ctx, value, e.Revision())
-		if conflict(err) {
+		if Conflict(err) {
 			return ErrLost
 		}
 	}
@@ -112,7 +112,7 @@ func (l *Lease) write(ctx context.Context, value []byte, rev uint64) (uint64, er
 // taken since is not the lease's to remove: ErrLost, and nothing changes.
 func (l *Lease) Release(ctx context.Context, markerTTL time.Duration) error {
 	err := Delete(ctx, l.js, l.kv.Bucket(), l.key, l.rev, markerTTL)
-	if conflict(err) {
+	if Conflict(err) {
 		return ErrLost
 	}
 	return err
@@ -139,27 +139,14 @@ func Delete(ctx context.Context, js jetstream.JetStream, bucket, key string, rev
 // JetStream domain), as the KV client writes it.
 func Subject(js jetstream.JetStream, bucket, key string) string {
 	s := "$KV." + bucket + "." + key
-	if p := APIPrefix(js); p != jetstream.DefaultAPIPrefix {
+	if p := connect.APIPrefixOf(js); p != jetstream.DefaultAPIPrefix {
 		return p + s
 	}
 	return s
 }
 
-// APIPrefix is where js sends JetStream API requests: $JS.API., a
-// domain's $JS.<domain>.API., or the prefix js was made with.
-func APIPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	}
-	return jetstream.DefaultAPIPrefix
-}
-
-// conflict: a conditional write lost (the key exists, or is at another
+// Conflict: a conditional write lost (the key exists, or is at another
 // revision).
-func conflict(err error) bool {
+func Conflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || jsapi.IsWrongLastSequence(err)
 }

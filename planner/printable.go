@@ -27,6 +27,12 @@ func quoteCut(s string, total, max int) string {
 	return q
 }
 
+// OneLine makes text fit a header value or a log field: one line (every
+// run of white space one space), at most n bytes, cut at a character.
+func OneLine(s string, n int) string {
+	return cutAt(strings.Join(strings.Fields(s), " "), n)
+}
+
 // Printable escapes s like Quote, without the quotes: for table cells.
 func Printable(s string, max int) string {
 	if len(s) <= max && plainASCII(s) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -303,14 +304,14 @@ func inspectSummary(w io.Writer, s Styles, r *health.Report) {
 
 // workersText: "orders: 2 live (one, two); gone in the last hour: three (lease expired 2m0s ago)".
 func workersText(r *health.Report, wk health.Workers) string {
-	names := func(is []health.Instance) string {
+	names := func(is []membership.Member) string {
 		out := make([]string, 0, min(len(is), 4))
 		for i, in := range is {
 			if i == 3 {
 				out = append(out, fmt.Sprintf("%d more", len(is)-3))
 				break
 			}
-			out = append(out, clean(in.Name))
+			out = append(out, clean(in.Instance))
 		}
 		return strings.Join(out, ", ")
 	}
@@ -336,7 +337,7 @@ func workersText(r *health.Report, wk health.Workers) string {
 		if d, ok := sinceTime(r.Time, g.Renewed); ok {
 			how += " " + shortDuration(d) + " ago"
 		}
-		text += fmt.Sprintf("%s (%s)", clean(g.Name), how)
+		text += fmt.Sprintf("%s (%s)", clean(g.Instance), how)
 	}
 	return text
 }

@@ -275,10 +275,10 @@ func inspectDocument(r *health.Report, places []health.KeyPlace) inspectDoc {
 	for _, w := range r.Workers {
 		wd := workersDoc{Design: w.Design, Live: []instanceDoc{}, Gone: []instanceDoc{}, Parked: []parkedDoc{}}
 		for _, in := range w.Live {
-			wd.Live = append(wd.Live, instanceDoc{Instance: in.Name, Host: in.Host, PID: in.PID, Started: timePtr(in.Started), DeadLetter: in.DeadLetter, Renewed: timePtr(in.Renewed)})
+			wd.Live = append(wd.Live, instanceDoc{Instance: in.Instance, Host: in.Host, PID: in.PID, Started: timePtr(in.Started), DeadLetter: in.DeadLetter, Renewed: timePtr(in.Renewed)})
 		}
 		for _, in := range w.Gone {
-			wd.Gone = append(wd.Gone, instanceDoc{Instance: in.Name, GoneAt: timePtr(in.Renewed), LeaseExpired: in.Expired})
+			wd.Gone = append(wd.Gone, instanceDoc{Instance: in.Instance, GoneAt: timePtr(in.Renewed), LeaseExpired: in.Expired})
 		}
 		for _, p := range w.Parked {
 			wd.Parked = append(wd.Parked, parkedDoc{p.Subject, p.Stream, p.Count, p.Err})

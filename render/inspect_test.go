@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // fixedReport is a report with every kind of row, built by hand so the
@@ -54,8 +55,8 @@ func fixedReport() *health.Report {
 			{Name: "orders-n4-04", Design: "orders", Partition: -1, State: health.StateMissing},
 		},
 		Workers: []health.Workers{{Design: "orders",
-			Live:   []health.Instance{{Name: "one", Host: "h1", PID: 41, Started: at.Add(-time.Hour), DeadLetter: "dlq.orders", Renewed: at.Add(-time.Second)}},
-			Gone:   []health.Instance{{Name: "two", Renewed: at.Add(-2 * time.Minute), Expired: true}},
+			Live:   []membership.Member{{Instance: "one", Host: "h1", PID: 41, Started: at.Add(-time.Hour), DeadLetter: "dlq.orders", Renewed: at.Add(-time.Second)}},
+			Gone:   []membership.Member{{Instance: "two", Renewed: at.Add(-2 * time.Minute), Expired: true}},
 			Parked: []health.Parked{{Subject: "dlq.orders", Stream: "DLQ", Count: 3}}}},
 		Findings: []health.Finding{
 			{Severity: health.Critical, Code: "instance_gone", Lane: "orders-n4-02", Message: "lane orders-n4-02 was served by lanes work instance two, which lost its lease 2m0s ago (it died or is cut off from NATS), and no live instance has taken it: 31 message(s) wait", Advice: "live instances of design orders (one) have not taken it: read their logs (a lane they refuse is logged) and check their connection"},

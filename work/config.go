@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -36,45 +37,64 @@ const (
 	Park Policy = "park"
 )
 
-// Config is what a Worker needs besides its connection and handler.
+// Config is what a Worker needs besides its JetStream context and its
+// handler. Only Stream and Design are required; everything else has a
+// default.
 type Config struct {
 	Stream string // the design's stream
-	Design string // the design name (lanes.design metadata of its lanes)
-	// Instance names this instance in the membership; default
-	// <hostname>-<6 random hex digits>.
+	Design string // the design name (the lanes.design metadata of its lanes)
+	// Instance names this instance in the membership: one live instance
+	// per name. Default: <hostname>-<6 random hex digits>.
 	Instance string
-	// Bucket is the KV bucket of the membership (default Bucket). Instances
-	// see each other only in the same bucket: lanes simulate --live gives
-	// each simulated worker group a bucket of its own, removed with its
-	// sandbox, so that every group serves every lane, as the simulated
-	// workers do, and nothing is left in lanes_work.
-	Bucket string
 	// Lease is the membership TTL (whole seconds, 2s or more), renewed every
-	// third of it: an instance that stops renewing loses its lanes.
+	// third of it: an instance that stops renewing loses its lanes about a
+	// lease later. Default DefaultLease.
 	Lease time.Duration
 	// Grace is how long Run waits, once its context ends, for the messages
-	// in flight to finish before it hands them back.
+	// in flight to finish before it hands them back. Default DefaultGrace.
 	Grace time.Duration
-	// NoProgressAcks turns in-progress acks off. Only a simulation wants it
-	// (lanes simulate --live without --in-progress shows what a worker
-	// without them suffers): a handler that outlives its ack deadline then
-	// runs beside the message's redelivery.
-	NoProgressAcks bool
-	// MaxProcessTime ends a handler that runs longer (0: no limit).
+	// MaxProcessTime ends a handler that runs longer, and retries its
+	// message (0: no limit).
 	MaxProcessTime time.Duration
-	OnPoison       Policy
-	DeadLetter     string // subject parked messages are published to
-	ParkAfter      int    // attempts before a message is parked
-	// Relist is how often the lanes are listed again (advisories also
-	// trigger a listing at once).
-	Relist time.Duration
-	// Timeout bounds each request to the server.
+	// OnPoison is what happens to a message that keeps failing: Block
+	// (the default) or Park.
+	OnPoison Policy
+	// DeadLetter is the subject parked messages are published to; a stream
+	// other than Stream must store it. A message the handler terminates
+	// (Term) is parked there too when it is set.
+	DeadLetter string
+	// ParkAfter is how many attempts a message gets before it is parked
+	// (Park). Default DefaultParkAfter.
+	ParkAfter int
+	// Logger receives what the worker does (joins, hand-overs, failures);
+	// nil: nothing is logged.
+	Logger *slog.Logger
+	// Metrics, from NewMetrics, collects Prometheus series; nil: none.
+	Metrics *Metrics
+
+	// Tuning, rarely needed.
+
+	// Timeout bounds each request to the server. Default DefaultTimeout.
 	Timeout time.Duration
-	// APIPrefix is the JetStream API prefix ($JS.API. or a domain's).
-	APIPrefix  string
+	// Relist is how often the lanes are listed again (advisories also
+	// trigger a listing at once). Default DefaultRelist.
+	Relist time.Duration
+	// PullExpiry is how long a pull request waits at the server before it
+	// is renewed. Default DefaultPullExpiry.
 	PullExpiry time.Duration
-	Logger     *slog.Logger
-	Metrics    *Metrics // nil: no Prometheus metrics
+	// Bucket is the KV bucket of the membership (default
+	// membership.Bucket). Instances see each other only in the same
+	// bucket: a live simulation gives each simulated worker group a bucket
+	// of its own, so that every group serves every lane.
+	Bucket string
+
+	// For simulations only.
+
+	// NoProgressAcks turns in-progress acks off, to show what a worker
+	// without them suffers: a handler that outlives its ack deadline then
+	// runs beside the message's redelivery. Never set it to process
+	// messages.
+	NoProgressAcks bool
 }
 
 // bucketName: what a KV bucket may be called.
@@ -83,8 +103,7 @@ var bucketName = regexp.MustCompile(`^[-_a-zA-Z0-9]{1,200}$`)
 // instanceName: KV keys allow [-/_=.a-zA-Z0-9]; lanes keeps to [-_a-zA-Z0-9].
 var instanceName = regexp.MustCompile(`^[-_a-zA-Z0-9]{1,64}$`)
 
-// ConfigError is a bad setting. Field is named like the lanes work flag
-// that sets it.
+// ConfigError is a bad setting: Field names the Config field.
 type ConfigError struct {
 	Field string
 	Value string // as given, escaped and cut after 64 bytes (saying how long it was)
@@ -101,34 +120,34 @@ func (c *Config) normalize() error {
 		return &ConfigError{Field: field, Value: planner.Printable(fmt.Sprint(value), 64), Msg: fmt.Sprintf(format, args...)}
 	}
 	if c.Stream == "" || c.Design == "" {
-		return bad("stream", c.Stream+"/"+c.Design, "a stream and a design name are required")
+		return bad("Stream", c.Stream+"/"+c.Design, "a stream and a design name are required")
 	}
 	if c.Instance == "" {
 		c.Instance = DefaultInstance()
 	}
 	if !instanceName.MatchString(c.Instance) {
-		return bad("instance", c.Instance, "use 1 to 64 letters, digits, '-' or '_'")
+		return bad("Instance", c.Instance, "use 1 to 64 letters, digits, '-' or '_'")
 	}
 	if c.Bucket == "" {
-		c.Bucket = Bucket
+		c.Bucket = membership.Bucket
 	}
 	if !bucketName.MatchString(c.Bucket) {
-		return bad("bucket", c.Bucket, "use letters, digits, '-' or '_'")
+		return bad("Bucket", c.Bucket, "use letters, digits, '-' or '_'")
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
 	if c.Lease < minLease || c.Lease%time.Second != 0 {
-		return bad("lease", c.Lease, "must be whole seconds, at least %s (the server's key TTLs are in seconds)", minLease)
+		return bad("Lease", c.Lease, "must be whole seconds, at least %s (the server's key TTLs are in seconds)", minLease)
 	}
 	if c.Grace == 0 {
 		c.Grace = DefaultGrace
 	}
 	if c.Grace < 0 {
-		return bad("grace", c.Grace, "cannot be negative")
+		return bad("Grace", c.Grace, "cannot be negative")
 	}
 	if c.MaxProcessTime < 0 {
-		return bad("max-process-time", c.MaxProcessTime, "cannot be negative")
+		return bad("MaxProcessTime", c.MaxProcessTime, "cannot be negative")
 	}
 	switch c.OnPoison {
 	case "":
@@ -136,29 +155,26 @@ func (c *Config) normalize() error {
 	case Block:
 	case Park:
 		if c.DeadLetter == "" {
-			return bad("on-poison", c.OnPoison, "park needs a dead-letter subject: where parked messages go")
+			return bad("OnPoison", c.OnPoison, "park needs a dead-letter subject: where parked messages go")
 		}
 	default:
-		return bad("on-poison", c.OnPoison, "choose block or park")
+		return bad("OnPoison", c.OnPoison, "choose block or park")
 	}
 	if d := c.DeadLetter; d != "" && (strings.ContainsAny(d, "*> \t\r\n") || strings.Contains(d, "..") ||
 		strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".")) {
-		return bad("dead-letter", d, "must be a literal subject (no wildcards or spaces)")
+		return bad("DeadLetter", d, "must be a literal subject (no wildcards or spaces)")
 	}
 	if c.ParkAfter == 0 {
 		c.ParkAfter = DefaultParkAfter
 	}
 	if c.ParkAfter < 1 {
-		return bad("park-after", c.ParkAfter, "must be at least 1")
+		return bad("ParkAfter", c.ParkAfter, "must be at least 1")
 	}
 	if c.Relist == 0 {
 		c.Relist = DefaultRelist
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
-	}
-	if c.APIPrefix == "" {
-		c.APIPrefix = "$JS.API."
 	}
 	if c.PullExpiry == 0 {
 		c.PullExpiry = DefaultPullExpiry

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -178,7 +179,7 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 		run.Publish(ctx, t, js, 100*time.Millisecond)
 	}()
 	waitFor(t, "some messages done", 20*time.Second, func() bool { return run.Executions()["a"]+run.Executions()["b"] >= 8 })
-	if err := js.DeleteKeyValue(ctx, Bucket); err != nil {
+	if err := js.DeleteKeyValue(ctx, membership.Bucket); err != nil {
 		t.Fatal(err)
 	}
 	<-published
@@ -191,11 +192,11 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 		default:
 		}
 	}
-	if _, err := js.KeyValue(ctx, Bucket); err != nil {
+	if _, err := js.KeyValue(ctx, membership.Bucket); err != nil {
 		t.Errorf("the bucket was not recreated: %v", err)
 	}
 	waitFor(t, "both instances members of the new bucket", 20*time.Second, func() bool {
-		sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		return err == nil && len(sv.Members) == 2
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -163,13 +164,13 @@ func TestPoisonPark(t *testing.T) {
 	if n := rec.seqs()[2]; n != 1 {
 		t.Errorf("seq 2 ran %d times, want 1 (terminated at once)", n)
 	}
-	n, stream, ok, err := CountParked(ctx, js, "dlq.orders")
+	n, stream, ok, err := membership.CountParked(ctx, js, "dlq.orders")
 	if err != nil || !ok || n != 2 || stream != "DLQ" {
 		t.Fatalf("CountParked = %d %s %v %v, want 2 in DLQ", n, stream, ok, err)
 	}
 	// inspect finds the subject in the membership: in the instance's
 	// lease, and in its lane records, which outlive it.
-	sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 	if err != nil || len(sv.Members) != 1 || sv.Members[0].DeadLetter != "dlq.orders" || sv.Lanes[p.Lanes[0].Name].DeadLetter != "dlq.orders" {
 		t.Fatalf("the membership does not name the dead-letter subject: %+v, %v", sv, err)
 	}

@@ -158,7 +158,11 @@ func startWorker(t testing.TB, url string, cfg Config, h Handler) *started {
 	if cfg.Logger == nil && testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("i", cfg.Instance)
 	}
-	w, err := New(nc, cfg, h)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(js, cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}

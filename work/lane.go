@@ -10,12 +10,19 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/lanes-dev/lanes/membership"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 var (
 	errLostContact    = errors.New("no answer from the server to in-progress acks for most of the ack wait: stopped so that the redelivery cannot run beside it")
 	errMaxProcessTime = errors.New("exceeded the max process time")
 )
+
+// claimRetry is how often a lane waiting for its holder reads the record
+// again when no watch event woke it (a missed event must not strand it).
+const claimRetry = 2 * time.Second
 
 // lane serves one lane while this instance owns it: take the lane's
 // record (its lock), pull one message, run the handler (sending
@@ -36,7 +43,7 @@ type lane struct {
 	// goroutine, and by the in-progress ack timer for a long message);
 	// lost is closed when a write finds it taken by another instance.
 	recMu    sync.Mutex
-	claim    *claim
+	claim    *membership.Claim
 	lost     chan struct{}
 	lostOnce sync.Once
 	// processed is the stream sequence of the last message acked;
@@ -61,7 +68,7 @@ func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
 		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), lost: make(chan struct{})}
 	l.info.Store(info)
-	l.epoch, l.lapsed = w.fence().current()
+	l.epoch, l.lapsed = w.fence().Current()
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
 	l.wpi.Stop()
 	return l
@@ -94,32 +101,32 @@ func (l *lane) releasing() bool {
 
 // standing says what the lane may still do under its epoch; a lane whose
 // record another instance took has lapsed, whatever its epoch.
-func (l *lane) standing() standing {
+func (l *lane) standing() membership.Standing {
 	select {
 	case <-l.lost:
-		return standLapsed
+		return membership.Lapsed
 	default:
 	}
-	return l.w.fence().check(l.epoch)
+	return l.w.fence().Check(l.epoch)
 }
 
 // writeRecord rewrites the lane's record with change, if this instance
 // still holds it (a compare-and-set on its revision). A record another
 // instance took ends the lane at once, as a lapsed epoch does.
-func (l *lane) writeRecord(change func(*LaneServer)) error {
+func (l *lane) writeRecord(change func(*membership.LaneServer)) error {
 	l.recMu.Lock()
 	defer l.recMu.Unlock()
 	return l.writeRecordLocked(change)
 }
 
-func (l *lane) writeRecordLocked(change func(*LaneServer)) error {
+func (l *lane) writeRecordLocked(change func(*membership.LaneServer)) error {
 	if l.claim == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.w.cfg.Timeout)
 	defer cancel()
-	err := l.w.records().update(ctx, l.claim, change)
-	if errors.Is(err, errClaimLost) {
+	err := l.w.records().Update(ctx, l.claim, change)
+	if errors.Is(err, membership.ErrClaimLost) {
 		l.lostOnce.Do(func() {
 			l.w.log.Warn("the lane's record was taken by another instance: giving the lane up", "lane", l.name)
 			close(l.lost)
@@ -140,7 +147,7 @@ func (l *lane) recordProgress() {
 	l.recorded, l.recordedSeq = time.Now(), seq
 	go func() {
 		defer l.recMu.Unlock()
-		if err := l.writeRecordLocked(func(r *LaneServer) { r.Processed = max(r.Processed, seq) }); err != nil && !errors.Is(err, errClaimLost) {
+		if err := l.writeRecordLocked(func(r *membership.LaneServer) { r.Processed = max(r.Processed, seq) }); err != nil && !errors.Is(err, membership.ErrClaimLost) {
 			l.w.log.Debug("cannot record the lane's position", "lane", l.name, "error", err)
 		}
 	}()
@@ -157,7 +164,7 @@ func (l *lane) run() {
 	}
 	l.stats.serving.Store(true)
 	defer l.stats.serving.Store(false)
-	if !l.serve() || l.standing() == standLapsed {
+	if !l.serve() || l.standing() == membership.Lapsed {
 		return
 	}
 	if l.w.abort.Err() != nil || !l.w.nc.IsConnected() {
@@ -166,21 +173,21 @@ func (l *lane) run() {
 		return
 	}
 	seq := l.processed.Load()
-	hand := func(r *LaneServer) {
+	hand := func(r *membership.LaneServer) {
 		r.Released, r.InFlight, r.Outage, r.Processed = true, nil, nil, max(r.Processed, seq)
 	}
 	if l.deleted {
 		// The record of a deleted lane says where it was for a while (lanes
 		// apply --missing-lane-start recorded), then expires.
 		l.recMu.Lock()
-		err := l.w.records().retire(l.claim, hand, l.w.cfg.Timeout)
+		err := l.w.records().Retire(l.claim, hand, l.w.cfg.Timeout)
 		l.recMu.Unlock()
-		if err != nil && !errors.Is(err, errClaimLost) {
+		if err != nil && !errors.Is(err, membership.ErrClaimLost) {
 			l.w.log.Debug("cannot record where the deleted lane was", "lane", l.name, "error", err)
 		}
 		return
 	}
-	if err := l.writeRecord(hand); err != nil && !errors.Is(err, errClaimLost) {
+	if err := l.writeRecord(hand); err != nil && !errors.Is(err, membership.ErrClaimLost) {
 		l.w.log.Warn("cannot mark the lane handed over: the next owner takes it when this instance's lease ends", "lane", l.name, "error", err)
 	}
 }
@@ -203,12 +210,12 @@ func (l *lane) take() bool {
 			case <-w.abort.Done():
 			}
 		}
-		if l.standing() != standHeld || l.releasing() || w.abort.Err() != nil {
+		if l.standing() != membership.Held || l.releasing() || w.abort.Err() != nil {
 			return false
 		}
-		rec := LaneServer{Instance: w.cfg.Instance, Since: l.since, Epoch: l.epoch, DeadLetter: w.cfg.DeadLetter}
+		rec := membership.LaneServer{Instance: w.cfg.Instance, Since: l.since, Epoch: l.epoch, DeadLetter: w.cfg.DeadLetter}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-		c, holder, err := w.records().take(ctx, l.name, rec, w.memberEpochs())
+		c, holder, err := w.records().Take(ctx, l.name, rec, w.memberEpochs())
 		cancel()
 		switch {
 		case c != nil:
@@ -246,7 +253,7 @@ func (l *lane) serve() bool {
 		// instance's pin, and the server refuses any other client's.
 		w.unpin(l.name, info.group)
 	}
-	p, err := newPuller(w.nc, w.cfg.APIPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true
@@ -259,7 +266,7 @@ func (l *lane) serve() bool {
 	for {
 		if e, ok := p.next(); ok {
 			if !l.on(p, e) {
-				return l.standing() != standLapsed
+				return l.standing() != membership.Lapsed
 			}
 			continue
 		}
@@ -278,7 +285,7 @@ func (l *lane) serve() bool {
 			return false
 		case m := <-p.ch:
 			if !l.on(p, event{m, p.note(m)}) {
-				return l.standing() != standLapsed
+				return l.standing() != membership.Lapsed
 			}
 		case <-watchdog.C:
 			if p.sub != nil {
@@ -291,7 +298,7 @@ func (l *lane) serve() bool {
 			// them: ask at once, rather than after three missed heartbeats.
 			l.ask(p)
 		case <-pinCheck.c():
-			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == standHeld {
+			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == membership.Held {
 				w.unpin(l.name, g)
 				l.ask(p)
 			}
@@ -326,7 +333,7 @@ func (l *lane) ensure(p *puller) {
 }
 
 func (l *lane) mayPull(p *puller) bool {
-	if l.standing() != standHeld || !l.w.nc.IsConnected() {
+	if l.standing() != membership.Held || !l.w.nc.IsConnected() {
 		p.outstanding = false
 		return false
 	}
@@ -339,10 +346,10 @@ func (l *lane) on(p *puller, e event) bool {
 	switch e.ev {
 	case evMessage:
 		switch {
-		case l.standing() == standLapsed:
+		case l.standing() == membership.Lapsed:
 			l.abandon(p, 1) // another instance may hold the lane and run it: drop it unrun
 			return false
-		case l.releasing() || w.abort.Err() != nil || l.standing() == standLeft:
+		case l.releasing() || w.abort.Err() != nil || l.standing() == membership.Left:
 			l.finish(p, e.m) // delivered as the lane was handed over: give it back
 			return false
 		}
@@ -431,7 +438,7 @@ func (l *lane) abandon(p *puller, held ...int) {
 
 // mayNak: a nak for f cannot release it while another instance runs it
 // (the server answered about it recently, and the lane's epoch holds).
-func (l *lane) mayNak(f *inflight) bool { return f.ours() && l.standing() != standLapsed }
+func (l *lane) mayNak(f *inflight) bool { return f.ours() && l.standing() != membership.Lapsed }
 
 // inflight is the message a lane's handler is running.
 type inflight struct {
@@ -488,8 +495,8 @@ func (l *lane) recordSlow(f *inflight) {
 	}
 	l.w.log.Warn("a message has been running long", "lane", l.name, "seq", f.seq, "attempt", f.attempt,
 		"running", time.Since(f.started).Round(time.Second).String(), "usual", f.usual.String())
-	in := &InFlight{Seq: f.seq, Attempt: f.attempt, Since: f.started.UTC(), Usual: f.usual}
-	if err := l.writeRecordLocked(func(r *LaneServer) { r.InFlight = in }); err != nil {
+	in := &membership.InFlight{Seq: f.seq, Attempt: f.attempt, Since: f.started.UTC(), Usual: f.usual}
+	if err := l.writeRecordLocked(func(r *membership.LaneServer) { r.InFlight = in }); err != nil {
 		l.w.log.Debug("cannot record the long message", "lane", l.name, "error", err)
 	}
 }
@@ -499,7 +506,7 @@ func (l *lane) clearSlow(f *inflight) {
 	if f == nil || !f.slow.Load() {
 		return
 	}
-	_ = l.writeRecord(func(r *LaneServer) { r.InFlight = nil })
+	_ = l.writeRecord(func(r *membership.LaneServer) { r.InFlight = nil })
 }
 
 // process runs one message and settles it; false ends the lane.
@@ -545,9 +552,9 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	// the next message goes out with the ack. A lane whose epoch lapsed
 	// still acks (the handler succeeded) but pulls nothing more.
 	switch {
-	case l.standing() == standLapsed:
+	case l.standing() == membership.Lapsed:
 		l.abandon(p)
-	case l.releasing() || w.abort.Err() != nil || l.standing() == standLeft:
+	case l.releasing() || w.abort.Err() != nil || l.standing() == membership.Left:
 		l.finish(p)
 	default:
 		l.ensure(p)
@@ -686,7 +693,7 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		l.processed.Store(msg.Seq)
 		w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
 	case kind == outcomeTerm:
-		if err := l.confirm(p, m, []byte("+TERM "+oneLine(herr.Error(), 256))); err != nil {
+		if err := l.confirm(p, m, []byte("+TERM "+planner.OneLine(herr.Error(), 256))); err != nil {
 			l.stats.unconfirmed.Add(1)
 			w.log.Error("term not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false

@@ -123,14 +123,14 @@ func (w *Worker) warnNoLanes(found map[string]*laneInfo, refused map[string]stri
 		}
 		there = "designs with lanes there: " + strings.Join(names, ", ")
 	}
-	w.log.Warn(fmt.Sprintf("no lanes of design %s on stream %s; %s. Serving nothing until lanes of %s appear (lanes apply); check the design name (--name, or name: in the design file)",
+	w.log.Warn(fmt.Sprintf("no lanes of design %s on stream %s; %s. Serving nothing until lanes of %s appear (lanes apply creates them); check the design name",
 		w.cfg.Design, w.cfg.Stream, there, w.cfg.Design))
 }
 
 func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[string]*planner.Layout) (*laneInfo, string) {
 	cfg := ci.Config
 	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
-		return nil, "its ack policy is not explicit: a crash would lose the message in flight (lanes apply --recreate fixes it)"
+		return nil, "its ack policy is not explicit: a crash would lose the message in flight (recreate the lane with explicit acks: lanes apply can)"
 	}
 	if cfg.MaxAckPending != 1 {
 		return nil, fmt.Sprintf("max ack pending is %d: two messages of the lane could run at once, out of order (lanes apply sets it to 1)", cfg.MaxAckPending)

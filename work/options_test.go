@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // TestNoProgressAcks: without in-progress acks a handler slower than the
@@ -65,8 +67,8 @@ func TestBucketSeparatesMemberships(t *testing.T) {
 			t.Errorf("bucket %s: %v", name, err)
 		}
 	}
-	if _, err := js.KeyValue(ctx, Bucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
-		t.Errorf("bucket %s: %v, want not found", Bucket, err)
+	if _, err := js.KeyValue(ctx, membership.Bucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("bucket %s: %v, want not found", membership.Bucket, err)
 	}
 	if err := (Config{Stream: "S", Design: "d", Bucket: "a.b"}).Validate(); err == nil {
 		t.Error("a bucket name with a dot was accepted")

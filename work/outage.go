@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lanes-dev/lanes/membership"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // LaneOutage is a lane whose message waits because the handler could not
@@ -61,7 +64,7 @@ func (l *lane) untilItRuns(ctx context.Context, msg *Msg) error {
 			since = time.Now()
 		}
 		wait := outageDelay(tries)
-		l.w.outageTry(l, LaneOutage{Lane: l.name, Since: since, Tries: tries, Reason: oneLine(err.Error(), 1024)}, wait)
+		l.w.outageTry(l, LaneOutage{Lane: l.name, Since: since, Tries: tries, Reason: planner.OneLine(err.Error(), 1024)}, wait)
 		if tries == 1 {
 			l.syncOutage()
 		}
@@ -90,13 +93,14 @@ func (l *lane) syncOutage() {
 		l.recMu.Lock()
 		defer l.recMu.Unlock()
 		o := l.stats.outage.Load()
-		if l.claim == nil || (o == nil) == (l.claim.rec.Outage == nil) {
+		if l.claim == nil || (o == nil) == (l.claim.Rec.Outage == nil) {
 			return
 		}
+		var rec *membership.Outage
 		if o != nil {
-			o = &LaneOutage{Lane: o.Lane, Since: o.Since.UTC(), Tries: o.Tries, Reason: o.Reason}
+			rec = &membership.Outage{Since: o.Since.UTC(), Tries: o.Tries, Reason: o.Reason}
 		}
-		if err := l.writeRecordLocked(func(r *LaneServer) { r.Outage = o }); err != nil {
+		if err := l.writeRecordLocked(func(r *membership.LaneServer) { r.Outage = rec }); err != nil {
 			l.w.log.Debug("cannot record the handler outage", "lane", l.name, "error", err)
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // logBuffer collects a worker's log lines.
@@ -83,7 +84,7 @@ func TestOutageIsNotPoison(t *testing.T) {
 	}
 	down.Store(false)
 	waitFor(t, "seq 2 processed", 30*time.Second, func() bool { return rec.seqs()[2] == 1 })
-	if n, _, _, err := CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
+	if n, _, _, err := membership.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
 		t.Errorf("%d parked (%v), want none", n, err)
 	}
 	if o := w.w.Outages(); len(o) != 0 {

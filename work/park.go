@@ -2,7 +2,6 @@ package work
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // Headers of a parked message: where it came from and why it was parked.
@@ -48,7 +47,7 @@ func (w *Worker) park(m *nats.Msg, msg *Msg, reason string, cause error) error {
 	pm.Header.Set(HeaderParkedKey, msg.Key)
 	pm.Header.Set(HeaderParkedAttempts, strconv.Itoa(msg.Attempt))
 	pm.Header.Set(HeaderParkedReason, reason)
-	pm.Header.Set(HeaderParkedError, oneLine(errText(cause), 1024))
+	pm.Header.Set(HeaderParkedError, planner.OneLine(errText(cause), 1024))
 	pm.Header.Set(HeaderParkedInstance, msg.Instance)
 	pm.Header.Set(HeaderParkedAt, time.Now().UTC().Format(time.RFC3339Nano))
 	pm.Header.Set(jetstream.MsgIDHeader, "lanes-parked:"+msg.Stream+":"+strconv.FormatUint(msg.Seq, 10))
@@ -56,39 +55,4 @@ func (w *Worker) park(m *nats.Msg, msg *Msg, reason string, cause error) error {
 	defer cancel()
 	_, err := w.js.PublishMsg(ctx, pm)
 	return err
-}
-
-// oneLine makes text fit a header value: one line, at most n bytes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n]
-	}
-	return s
-}
-
-// CountParked counts the messages stored on a dead-letter subject, and
-// which stream stores them. ok is false when no stream stores the subject.
-func CountParked(ctx context.Context, js jetstream.JetStream, subject string) (count uint64, stream string, ok bool, err error) {
-	stream, err = js.StreamNameBySubject(ctx, subject)
-	if jsapi.IsStreamNotFound(err) {
-		return 0, "", false, nil
-	}
-	if err != nil {
-		return 0, "", false, err
-	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, stream, false, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return 0, stream, false, fmt.Errorf("dead-letter stream %s: %w", stream, err)
-	}
-	for subj, n := range info.State.Subjects {
-		if subj == subject {
-			count += n
-		}
-	}
-	return count, stream, true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // TestReadServing: the read side inspect uses. It names the instance
@@ -14,7 +15,7 @@ import (
 func TestReadServing(t *testing.T) {
 	s, _, js, p := setup(t, "orders", 4)
 	ctx := context.Background()
-	sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 	if err != nil || len(sv.Members) != 0 || len(sv.Lanes) != 0 {
 		t.Fatalf("before any worker: %+v, %v", sv, err)
 	}
@@ -26,7 +27,7 @@ func TestReadServing(t *testing.T) {
 	b := startWorker(t, s.URL(), cfg("b"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
 	waitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
 	waitFor(t, "the bucket to say the same", 5*time.Second, func() bool {
-		sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil || len(sv.Members) != 2 || len(sv.Lanes) != 4 {
 			return false
 		}
@@ -43,7 +44,7 @@ func TestReadServing(t *testing.T) {
 
 	b.kill(t)
 	waitFor(t, "b gone, its lanes served by a", 10*time.Second, func() bool {
-		sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil || len(sv.Members) != 1 || len(sv.Gone) != 1 {
 			return false
 		}
@@ -60,7 +61,7 @@ func TestReadServing(t *testing.T) {
 
 	a.kill(t)
 	waitFor(t, "every lane's instance gone", 10*time.Second, func() bool {
-		sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+		sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil || len(sv.Members) != 0 {
 			return false
 		}
@@ -76,7 +77,7 @@ func TestReadServing(t *testing.T) {
 	c := startWorker(t, s.URL(), cfg("c"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
 	waitFor(t, "c serves", 10*time.Second, func() bool { return settled(p, 4, 4, c) })
 	c.wait(t)
-	sv, err = ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +109,8 @@ func TestLaneRecordSaysWhatRuns(t *testing.T) {
 		}))
 	waitFor(t, "a serves", 10*time.Second, func() bool { return settled(p, 1, 1, a) })
 	lane := p.Lanes[0].Name
-	record := func() LaneServer {
-		sv, err := ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
+	record := func() membership.LaneServer {
+		sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

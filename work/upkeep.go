@@ -11,6 +11,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // The upkeep of the membership while Run serves lanes: renewing the lease,
@@ -25,13 +26,14 @@ func (w *Worker) setKV(kv jetstream.KeyValue) {
 }
 
 // records is the lane records of this design, in the current bucket.
-func (w *Worker) records() laneRecords {
+func (w *Worker) records() membership.Records {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return laneRecords{js: w.js, kv: w.kv, scope: w.scope}
+	return membership.Records{JS: w.js, KV: w.kv, Scope: w.scope}
 }
 
-func (w *Worker) fence() *fence { return w.fenceV }
+// fence says how long the lanes of the current epoch may be served.
+func (w *Worker) fence() *membership.Fence { return w.sess.Fence() }
 
 // memberEpochs is the live members and their epochs, as this instance sees
 // them now.
@@ -90,19 +92,19 @@ func (w *Worker) connectionChanged(st nats.Status) {
 // expiries) and the lane records (hand-overs).
 type watches struct {
 	cancel  context.CancelFunc
-	members <-chan memberEvent
+	members <-chan membership.MemberEvent
 	records <-chan string
 }
 
 func (w *Worker) startWatches() (*watches, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	kv := w.records().kv
-	members, err := watchMembers(ctx, kv, w.scope, w.cfg.Timeout)
+	kv := w.records().KV
+	members, err := membership.WatchMembers(ctx, kv, w.scope, w.cfg.Timeout)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	records, err := watchLaneRecords(ctx, kv, w.scope, w.cfg.Timeout)
+	records, err := membership.WatchLaneRecords(ctx, kv, w.scope, w.cfg.Timeout)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -122,7 +124,7 @@ type beat struct {
 	done   chan struct{}
 }
 
-func (w *Worker) startHeartbeat(ls *lease) *beat {
+func (w *Worker) startHeartbeat(ls *membership.Session) *beat {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &beat{cancel: cancel, done: make(chan struct{})}
 	go w.heartbeat(ctx, ls, b.done)
@@ -138,13 +140,13 @@ func (b *beat) stop() {
 // (renewals did not get through in time) or the key is gone, the lanes of
 // the epoch have stopped: the instance joins again under a new epoch,
 // and the control loop starts its lanes again.
-func (w *Worker) heartbeat(ctx context.Context, ls *lease, done chan<- struct{}) {
+func (w *Worker) heartbeat(ctx context.Context, ls *membership.Session, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
 	rejoin := false
 	for {
-		_, lapsed := ls.fence.current()
+		_, lapsed := ls.Fence().Current()
 		if rejoin {
 			lapsed = nil // already known: retried at each tick
 		}
@@ -157,11 +159,11 @@ func (w *Worker) heartbeat(ctx context.Context, ls *lease, done chan<- struct{})
 		}
 		var err error
 		if !rejoin {
-			err = ls.renew(ctx, w.cfg.Timeout)
+			err = ls.Renew(ctx, w.cfg.Timeout)
 		}
 		switch {
-		case rejoin || errors.Is(err, errEvicted):
-			if err := ls.rejoin(ctx, w.cfg.Timeout, w.log); err != nil {
+		case rejoin || errors.Is(err, membership.ErrEvicted):
+			if err := ls.Rejoin(ctx, w.cfg.Timeout, w.log); err != nil {
 				rejoin = true
 				if ctx.Err() == nil {
 					w.log.Error("cannot join the membership again", "error", err)
@@ -194,7 +196,7 @@ func bucketMissing(err error) bool {
 // new epoch; its own lanes stop now (their records were lost with the
 // bucket), and no lane is taken before a lease has passed, when no
 // instance can still hold one under its old epoch.
-func (w *Worker) repair(ctx context.Context, ls *lease, hb *beat) error {
+func (w *Worker) repair(ctx context.Context, ls *membership.Session, hb *beat) error {
 	rctx, cancel := w.ctx(ctx)
 	_, err := w.js.KeyValue(rctx, w.cfg.Bucket)
 	cancel()
@@ -206,19 +208,19 @@ func (w *Worker) repair(ctx context.Context, ls *lease, hb *beat) error {
 	hb.cancel()
 	<-hb.done
 	defer func() { *hb = *w.startHeartbeat(ls) }()
-	ls.fence.lose()
+	ls.Lose()
 	rctx, cancel = w.ctx(ctx)
-	kv, err := openBucket(rctx, w.js, w.cfg.Bucket, w.replicas)
+	kv, err := membership.Open(rctx, w.js, w.cfg.Bucket, w.replicas)
 	cancel()
 	if err != nil {
 		return err
 	}
 	w.setKV(kv)
 	w.mu.Lock()
-	w.claimsAfter = time.Now().Add(w.cfg.Lease + ls.fence.margin)
+	w.claimsAfter = time.Now().Add(w.cfg.Lease + ls.Fence().Margin())
 	w.mu.Unlock()
-	ls.kv = kv
-	if err := ls.join(ctx, w.cfg.Timeout); err != nil {
+	ls.Bucket(kv)
+	if err := ls.Join(ctx, w.cfg.Timeout); err != nil {
 		return err
 	}
 	signal(w.wake)

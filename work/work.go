@@ -1,22 +1,28 @@
-// Package work is the processing side of a lanes design: it runs a handler
-// for every message of a design's lanes, one message at a time per lane, on
-// as many instances as are started.
+// Package work processes a lanes design's lanes: it runs a Handler for
+// every message, one message at a time per lane and in stream order, on as
+// many instances as are started, following repartitions as they happen.
 //
-// Each instance joins a membership (a key with a TTL in the KV bucket
-// lanes_work, renewed every third of the lease) and watches it; every
-// instance computes the same owner for each lane from the same membership
-// (Assign), so a join or a leave rebalances at once and a dead instance's
-// lanes move a lease later. Lanes are found by their metadata and followed
-// while running: a repartition's new lanes are served as they appear, held
-// lanes are pulled from so they start the moment they are resumed, deleted
-// lanes are dropped.
+//	js, _ := jetstream.New(nc)
+//	w, err := work.New(js, work.Config{Stream: "ORDERS", Design: "orders"},
+//		work.HandlerFunc(func(ctx context.Context, m *work.Msg) error {
+//			return apply(ctx, m.Key, m.Seq, m.Data) // nil acks; Term(err) terminates; RetryAfter(d, err) retries after d
+//		}))
+//	err = w.Run(ctx) // until ctx ends; then the messages in flight finish and the lanes are handed over
+//
+// Instances find each other in a KV bucket (package membership): each
+// holds a lease, every instance computes the same owner for each lane
+// from the same members (Assign), and a lane is taken and handed over
+// through its record there, so that two instances never run a lane's
+// messages at once, even one that was frozen or cut off. Lanes are found by
+// their metadata and followed while running: a repartition's new lanes
+// are served as they appear, held lanes are pulled from so they start the
+// moment they are resumed, deleted lanes are dropped.
 //
 // Per lane: pull one message, run the handler while sending in-progress
-// acks, settle it with an ack the server confirms (a double ack), only then
-// take the next. Max ack pending 1 makes the server the judge of
-// exclusivity: while a message is out, no other is delivered to anyone, so
-// two instances that both believe they own a lane for a moment still run
-// its messages one after the other. See docs/work.md.
+// acks, settle it with an ack the server confirms, only then take the
+// next. Max ack pending 1 makes the server the judge of which message is
+// out. Package handlers has the --exec and --http handlers of the CLI. See
+// docs/work.md.
 package work
 
 import (
@@ -25,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +42,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -50,14 +58,15 @@ var ErrAborted = errors.New("aborted")
 
 // Worker serves a design's lanes with a handler.
 type Worker struct {
-	cfg     Config
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	api     *jsapi.Client
-	handler Handler
-	log     *slog.Logger
-	scope   string
-	kv      jetstream.KeyValue
+	cfg       Config
+	nc        *nats.Conn
+	apiPrefix string // where JetStream API requests go
+	js        jetstream.JetStream
+	api       *jsapi.Client
+	handler   Handler
+	log       *slog.Logger
+	scope     string
+	kv        jetstream.KeyValue
 
 	// abort ends handlers and pulls at once: Abort, or the grace period
 	// running out after Run's context ended.
@@ -71,8 +80,8 @@ type Worker struct {
 	// bucket: the control loop checks whether it was deleted.
 	trouble chan struct{}
 
-	fenceV   *fence
-	replicas int // of the design's stream: the bucket is created with as many
+	sess     *membership.Session // this instance's membership: set by Run before any lane starts
+	replicas int                 // of the design's stream: the bucket is created with as many
 
 	mu           sync.Mutex
 	claimsAfter  time.Time // no lane is taken before (the bucket was recreated)
@@ -92,31 +101,32 @@ type Worker struct {
 	noLanesWarned time.Time // when it was last said that the design has no lanes (lanes.go)
 }
 
-// New checks the config and prepares a worker on nc (whose JetStream API
-// prefix is cfg.APIPrefix).
-func New(nc *nats.Conn, cfg Config, h Handler) (*Worker, error) {
+// New checks the config and prepares a worker on js's connection, sending
+// JetStream API requests where js does (its domain or API prefix).
+//
+// A permission violation reaches the connection's error handler, not the
+// worker: to stop on one, cancel Run's context with it as the cause (Run
+// then returns it).
+func New(js jetstream.JetStream, cfg Config, h Handler) (*Worker, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
 	if h == nil {
 		return nil, fmt.Errorf("a handler is required")
 	}
-	js, err := jetstream.NewWithAPIPrefix(nc, cfg.APIPrefix)
-	if err != nil {
-		return nil, err
-	}
+	conn := connect.Around(js, cfg.Timeout)
 	w := &Worker{
 		cfg:          cfg,
-		nc:           nc,
+		nc:           conn.NC,
 		js:           js,
-		api:          jsapi.New(&connect.Conn{NC: nc, JS: js, Timeout: cfg.Timeout, APIPrefix: cfg.APIPrefix, Server: connect.Redact(nc.ConnectedUrlRedacted())}),
+		api:          jsapi.New(conn),
+		apiPrefix:    conn.APIPrefix,
 		handler:      h,
 		log:          cfg.Logger,
-		scope:        scope(cfg.Stream, cfg.Design),
+		scope:        membership.Scope(cfg.Stream, cfg.Design),
 		relist:       make(chan struct{}, 1),
 		wake:         make(chan struct{}, 1),
 		trouble:      make(chan struct{}, 1),
-		fenceV:       newFence(cfg.Lease),
 		running:      map[string]*lane{},
 		stats:        map[string]*laneStats{},
 		lanes:        map[string]*laneInfo{},
@@ -153,7 +163,11 @@ func (w *Worker) ctx(parent context.Context) (context.Context, context.CancelFun
 
 // Run serves lanes until ctx ends, then stops taking messages, lets the
 // ones in flight finish within the grace period, acks them, hands the lanes
-// over at once and returns nil (or ErrGraceExpired, or ErrAborted).
+// over at once and returns nil (or ErrGraceExpired, or ErrAborted). A ctx
+// cancelled with a cause (context.WithCancelCause) other than a plain
+// cancellation or deadline stops it the same way, and Run returns that
+// cause: a permission violation seen by the connection's error handler,
+// say.
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.abortFn()
 	var err error
@@ -161,7 +175,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	sctx, cancel := w.ctx(ctx)
-	kv, err := openBucket(sctx, w.js, w.cfg.Bucket, w.replicas)
+	kv, err := membership.Open(sctx, w.js, w.cfg.Bucket, w.replicas)
 	cancel()
 	if err != nil {
 		return err
@@ -176,8 +190,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { ws.stop() }()
-	ls := newLease(w.js, kv, w.scope, &w.cfg, w.fenceV)
-	if err := ls.join(ctx, w.cfg.Timeout); err != nil {
+	host, _ := os.Hostname()
+	ls := membership.NewSession(w.js, kv, w.scope, membership.Member{Instance: w.cfg.Instance, Host: host, PID: os.Getpid(),
+		Started: time.Now().UTC(), DeadLetter: w.cfg.DeadLetter}, w.cfg.Lease)
+	w.sess = ls
+	if err := ls.Join(ctx, w.cfg.Timeout); err != nil {
 		return err
 	}
 	w.log.Info("joined", "instance", w.cfg.Instance, "stream", w.cfg.Stream, "design", w.cfg.Design,
@@ -217,7 +234,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	for {
-		var members <-chan memberEvent
+		var members <-chan membership.MemberEvent
 		var records <-chan string
 		if ws != nil {
 			members, records = ws.members, ws.records
@@ -225,7 +242,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			hb.stop()
-			return w.shutdown(ls)
+			err := w.shutdown(ls)
+			if cause := context.Cause(ctx); err == nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+				return cause
+			}
+			return err
 		case <-w.abort.Done():
 			hb.stop()
 			return w.shutdown(ls)
@@ -236,7 +257,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue
 			}
 			w.applyMember(ev)
-			if ev.initial {
+			if ev.Initial {
 				snapshot = true
 			}
 		case lane, ok := <-records:
@@ -317,7 +338,7 @@ func (w *Worker) checkServer(ctx context.Context) (int, error) {
 		name, err := w.js.StreamNameBySubject(rctx, w.cfg.DeadLetter)
 		switch {
 		case jsapi.IsStreamNotFound(err):
-			return 0, fmt.Errorf("dead-letter subject %s: no stream stores it, so parked messages would be lost: create one first, e.g. nats stream add DEAD_LETTERS --subjects '%s'", w.cfg.DeadLetter, w.cfg.DeadLetter)
+			return 0, fmt.Errorf("dead-letter subject %s: no stream stores it, so parked messages would be lost: create a stream that stores it first", w.cfg.DeadLetter)
 		case err != nil:
 			return 0, fmt.Errorf("dead-letter subject %s: %w", w.cfg.DeadLetter, w.api.Conn().Classify(rctx, err))
 		case name == w.cfg.Stream:
@@ -339,12 +360,12 @@ func (w *Worker) warnSettings() {
 			slowest, slowLane = d, l.name
 		}
 		if w.cfg.OnPoison == Park && l.maxDeliver > 0 && l.maxDeliver < w.cfg.ParkAfter {
-			w.log.Warn("the lane's max deliver is below --park-after: the server drops a failing message before it can be parked",
+			w.log.Warn("the lane's max deliver is below the attempts before parking: the server drops a failing message before it can be parked",
 				"lane", l.name, "max_deliver", l.maxDeliver, "park_after", w.cfg.ParkAfter)
 		}
 	}
 	if bound := 2 * w.cfg.Lease; slowest > bound {
-		w.log.Warn(fmt.Sprintf("ack wait %s: when an instance dies, its lanes move within the lease (%s) but the message it had in flight is redelivered only after the ack wait; lanes work sends in-progress acks, so a short ack wait (e.g. lanes apply --ack-wait 5s) does not hurt long jobs",
+		w.log.Warn(fmt.Sprintf("ack wait %s: when an instance dies, its lanes move within the lease (%s) but the message it had in flight is redelivered only after the ack wait; in-progress acks keep long jobs alive, so a short ack wait (5s, say) does not hurt them",
 			slowest, w.cfg.Lease), "lane", slowLane)
 	}
 	for name, why := range w.refused {
@@ -352,36 +373,36 @@ func (w *Worker) warnSettings() {
 	}
 }
 
-func (w *Worker) applyMember(ev memberEvent) {
-	if ev.instance == "" {
+func (w *Worker) applyMember(ev membership.MemberEvent) {
+	if ev.Instance == "" {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, was := w.members[ev.instance]
-	if ev.alive {
-		w.members[ev.instance] = ev.epoch
+	_, was := w.members[ev.Instance]
+	if ev.Alive {
+		w.members[ev.Instance] = ev.Epoch
 	} else {
-		delete(w.members, ev.instance)
+		delete(w.members, ev.Instance)
 	}
 	for _, l := range w.running {
 		l.wake() // a lane waiting for a departed holder may take it now
 	}
-	if was == ev.alive {
+	if was == ev.Alive {
 		return
 	}
 	// Counts include this instance: until its own join is seen (the watch
 	// gives the members found first), the others are told in one line
 	// with it, not one by one with a count that leaves it out.
 	_, selfIn := w.members[w.cfg.Instance]
-	switch self := ev.instance == w.cfg.Instance; {
-	case self && ev.alive:
+	switch self := ev.Instance == w.cfg.Instance; {
+	case self && ev.Alive:
 		w.log.Info("in the membership", "members", len(w.members), "instances", slices.Sorted(maps.Keys(w.members)))
 	case self, !selfIn:
-	case ev.alive:
-		w.log.Info("instance joined", "instance", ev.instance, "members", len(w.members))
+	case ev.Alive:
+		w.log.Info("instance joined", "instance", ev.Instance, "members", len(w.members))
 	default:
-		w.log.Info("instance left", "instance", ev.instance, "members", len(w.members))
+		w.log.Info("instance left", "instance", ev.Instance, "members", len(w.members))
 	}
 }
 
@@ -510,8 +531,8 @@ func (w *Worker) rebalance() {
 	members := slices.Collect(maps.Keys(w.members))
 	mine := map[string]bool{}
 	_, member := w.members[w.cfg.Instance]
-	epoch, _ := w.fenceV.current()
-	if member && w.abort.Err() == nil && w.fenceV.holds(epoch) {
+	epoch, _ := w.fence().Current()
+	if member && w.abort.Err() == nil && w.fence().Holds(epoch) {
 		// Each generation (partition count) is spread on its own, so a
 		// repartition's new lanes appearing moves none of the old ones
 		// while they drain, and both generations are spread evenly.
@@ -575,7 +596,7 @@ func (w *Worker) whenDone(l *lane) {
 // instance's ack, max ack pending being 1, and this instance sends no pull
 // request from then on), let the messages in flight finish within the
 // grace period, ack them, hand them back if it ends.
-func (w *Worker) shutdown(ls *lease) error {
+func (w *Worker) shutdown(ls *membership.Session) error {
 	w.mu.Lock()
 	lanes := slices.Collect(maps.Values(w.running))
 	inFlight := 0
@@ -587,7 +608,7 @@ func (w *Worker) shutdown(ls *lease) error {
 	}
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	leaveErr := ls.leave(ctx, w.cfg.Timeout)
+	leaveErr := ls.Leave(ctx, w.cfg.Timeout)
 	if leaveErr != nil {
 		w.log.Warn("cannot leave the membership: the others take over when the lease expires", "error", leaveErr)
 	}

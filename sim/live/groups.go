@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/clock"
 	"github.com/lanes-dev/lanes/planner"
@@ -67,7 +67,7 @@ func (r *strategyRun) startGroups(ctx context.Context, wg *sync.WaitGroup, fail 
 		go func() {
 			defer wg.Done()
 			defer g.close()
-			if err := g.run(ctx, r.conns[i%len(r.conns)].NC); err != nil {
+			if err := g.run(ctx, r.conns[i%len(r.conns)].JS); err != nil {
 				fail(err)
 			}
 		}()
@@ -109,11 +109,11 @@ func (r *strategyRun) waitPulls(ctx context.Context, n int) error {
 	}
 }
 
-func (g *group) run(ctx context.Context, nc *nats.Conn) error {
+func (g *group) run(ctx context.Context, js jetstream.JetStream) error {
 	r := g.r
 	cfg := work.Config{Stream: r.box.stream, Design: r.box.plan.Design.Name, Instance: "sim-" + strconv.Itoa(g.index+1),
-		Bucket: g.bucket, NoProgressAcks: !r.o.InProgress, Timeout: timeoutOf(r.workerCO), APIPrefix: r.c.APIPrefix}
-	w, err := work.New(nc, cfg, g)
+		Bucket: g.bucket, NoProgressAcks: !r.o.InProgress, Timeout: timeoutOf(r.workerCO)}
+	w, err := work.New(js, cfg, g)
 	if err != nil {
 		return err
 	}

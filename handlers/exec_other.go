@@ -1,6 +1,6 @@
 //go:build !unix
 
-package work
+package handlers
 
 import (
 	"os"
@@ -14,7 +14,7 @@ type groups struct{}
 // groups, the context's end kills the shell only, and nothing ties the
 // handler's life to the worker's: a handler can outlive a worker that is
 // killed.
-func (h *ExecHandler) start(build func() *exec.Cmd) (cmd *exec.Cmd, done func(), err error) {
+func (h *Exec) start(build func() *exec.Cmd) (cmd *exec.Cmd, done func(), err error) {
 	cmd = build()
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err

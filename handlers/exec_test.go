@@ -1,6 +1,6 @@
 //go:build unix
 
-package work
+package handlers
 
 import (
 	"bytes"
@@ -11,17 +11,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanes-dev/lanes/internal/testutil"
+	"github.com/lanes-dev/lanes/work"
 )
 
-// TestExecHandlerShell: the command runs as sh -c (stdin, exit codes, no
+// TestExecShell: the command runs as sh -c (stdin, exit codes, no
 // positional parameters, its own wait and exec) in a process group led by
 // its keeper; once it is done nothing but the keeper is left in the group,
 // which the next message uses. A group killed with its keeper is replaced.
-func TestExecHandlerShell(t *testing.T) {
+func TestExecShell(t *testing.T) {
 	needProc(t)
 	dir := t.TempDir()
 	var out bytes.Buffer
-	h := &ExecHandler{Command: `read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > "$GROUP_FILE"; eval "$CASE"`, Stdout: &out}
+	h := &Exec{Command: `read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > "$GROUP_FILE"; eval "$CASE"`, Stdout: &out}
 	groups := map[int]bool{}
 	for i, tc := range []struct {
 		name, command string
@@ -41,7 +44,7 @@ func TestExecHandlerShell(t *testing.T) {
 		group := filepath.Join(dir, strconv.Itoa(i))
 		h.Env = append(os.Environ(), "GROUP_FILE="+group, "CASE="+tc.command)
 		start := time.Now()
-		err := h.Handle(context.Background(), &Msg{Data: []byte("payload")})
+		err := h.Handle(context.Background(), &work.Msg{Data: []byte("payload")})
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("%s: took %s", tc.name, took)
 		}
@@ -57,7 +60,7 @@ func TestExecHandlerShell(t *testing.T) {
 		b, _ := os.ReadFile(group)
 		pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		groups[pgid] = true
-		waitFor(t, tc.name+": the process group holding its keeper at most", 5*time.Second, func() bool {
+		testutil.WaitFor(t, tc.name+": the process group holding its keeper at most", 5*time.Second, func() bool {
 			live := liveInGroup(pgid)
 			return pgid > 0 && (len(live) == 0 || len(live) == 1 && live[0] == pgid)
 		})
@@ -143,15 +146,15 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
-// TestExecHandlerGroupIdle: a process group unused for a while is ended:
+// TestExecGroupIdle: a process group unused for a while is ended:
 // its keeper exits (without killing anything).
-func TestExecHandlerGroupIdle(t *testing.T) {
+func TestExecGroupIdle(t *testing.T) {
 	needProc(t)
 	defer func(d time.Duration) { groupIdle = d }(groupIdle)
 	groupIdle = 200 * time.Millisecond
 	group := filepath.Join(t.TempDir(), "group")
-	h := &ExecHandler{Command: `read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > ` + group}
-	if err := h.Handle(context.Background(), &Msg{}); err != nil {
+	h := &Exec{Command: `read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > ` + group}
+	if err := h.Handle(context.Background(), &work.Msg{}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(group)
@@ -159,5 +162,5 @@ func TestExecHandlerGroupIdle(t *testing.T) {
 	if live := liveInGroup(pgid); len(live) != 1 {
 		t.Fatalf("group %d: %v live, want its keeper", pgid, live)
 	}
-	waitFor(t, "the keeper gone", 5*time.Second, func() bool { return len(liveInGroup(pgid)) == 0 })
+	testutil.WaitFor(t, "the keeper gone", 5*time.Second, func() bool { return len(liveInGroup(pgid)) == 0 })
 }

@@ -1,4 +1,4 @@
-package work
+package handlers
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // HTTP contract of --http: the request headers carry the message's
@@ -24,7 +25,7 @@ const (
 	HTTPTermStatus   = http.StatusUnprocessableEntity
 )
 
-// HTTPHandler POSTs each message's payload to URL with its metadata as
+// HTTP POSTs each message's payload to URL with its metadata as
 // headers (Lanes-Stream, Lanes-Lane, Lanes-Partition, Lanes-Subject,
 // Lanes-Key, Lanes-Seq, Lanes-Attempt, Lanes-Published, Lanes-Instance,
 // and Lanes-Header-<Name> per message header). A 2xx answer whose body
@@ -33,14 +34,14 @@ const (
 // stop: the request is cancelled) retries, after Retry-After when the
 // answer has one. A service that cannot be reached (its name does not
 // resolve, its connection is refused) is an Outage: the message waits.
-type HTTPHandler struct {
+type HTTP struct {
 	URL    string
 	Client *http.Client // default: keeps a connection per lane alive
 }
 
-// NewHTTPHandler checks the URL and prepares a client that keeps enough
+// NewHTTP checks the URL and prepares a client that keeps enough
 // idle connections for one request per lane at a time.
-func NewHTTPHandler(url string) (*HTTPHandler, error) {
+func NewHTTP(url string) (*HTTP, error) {
 	req, err := http.NewRequest(http.MethodPost, url, nil)
 	if err != nil || (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
 		return nil, fmt.Errorf("%s is not an http:// or https:// URL", planner.Quote(url, 64))
@@ -56,11 +57,11 @@ func NewHTTPHandler(url string) (*HTTPHandler, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = 4096
-	return &HTTPHandler{URL: url, Client: &http.Client{Transport: tr}}, nil
+	return &HTTP{URL: url, Client: &http.Client{Transport: tr}}, nil
 }
 
 // Handle POSTs one message.
-func (h *HTTPHandler) Handle(ctx context.Context, m *Msg) error {
+func (h *HTTP) Handle(ctx context.Context, m *work.Msg) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(m.Data))
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (h *HTTPHandler) Handle(ctx context.Context, m *Msg) error {
 	resp, err := client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil && unreachable(err) {
-			return Outage(err) // the request never reached the service
+			return work.Outage(err) // the request never reached the service
 		}
 		return err
 	}
@@ -108,17 +109,17 @@ func (h *HTTPHandler) Handle(ctx context.Context, m *Msg) error {
 		if reason == "" {
 			reason = text
 		}
-		return Term(fmt.Errorf("%s: %s", resp.Status, oneLine(reason, 1024)))
+		return work.Term(fmt.Errorf("%s: %s", resp.Status, planner.OneLine(reason, 1024)))
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
 	err = fmt.Errorf("%s", resp.Status)
 	if text != "" {
-		err = fmt.Errorf("%s: %s", resp.Status, oneLine(text, 1024))
+		err = fmt.Errorf("%s: %s", resp.Status, planner.OneLine(text, 1024))
 	}
 	if d, ok := retryAfter(resp.Header.Get("Retry-After")); ok {
-		return RetryAfter(d, err)
+		return work.RetryAfter(d, err)
 	}
 	return err
 }

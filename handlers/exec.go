@@ -1,4 +1,4 @@
-package work
+package handlers
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // TermExitCode is the exit code with which an --exec handler says the
@@ -33,7 +34,7 @@ const EnvHeaderPrefix = "LANES_HEADER_"
 // LANES_INSTANCE, and one LANES_HEADER_<NAME> per header (the name upper
 // case, characters other than letters and digits as '_', several values
 // joined by ',').
-func Env(m *Msg) []string {
+func Env(m *work.Msg) []string {
 	env := []string{
 		"LANES_STREAM=" + m.Stream,
 		"LANES_LANE=" + m.Lane,
@@ -63,14 +64,14 @@ func envName(header string) string {
 	}, header)
 }
 
-// ExecHandler runs `sh -c Command` per message: the payload on stdin, the
+// Exec runs `sh -c Command` per message: the payload on stdin, the
 // message's metadata and headers in the environment (see Env). Exit 0
 // acks, TermExitCode terminates, anything else retries. When the context
 // ends (max process time, stop) the command's whole process group is
 // killed. On unix systems the process group is also killed when the
 // worker's process ends, however it ends (kill -9 included): a handler
 // never runs on beside its message's redelivery (see keeperScript).
-type ExecHandler struct {
+type Exec struct {
 	Command string
 	Shell   string    // default "sh"; a POSIX shell
 	Stdout  io.Writer // the handlers' output, shared (writes are serialised; an *os.File is passed as it is)
@@ -82,7 +83,7 @@ type ExecHandler struct {
 	groups  groups // the handlers' process groups
 }
 
-func (h *ExecHandler) init() {
+func (h *Exec) init() {
 	if h.Shell == "" {
 		h.Shell = "sh"
 	}
@@ -94,7 +95,7 @@ func (h *ExecHandler) init() {
 }
 
 // Handle runs the command for one message.
-func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
+func (h *Exec) Handle(ctx context.Context, m *work.Msg) error {
 	h.once.Do(h.init)
 	env := append(append(make([]string, 0, len(h.Env)+16), h.Env...), Env(m)...)
 	tail := &tailBuffer{max: 1024}
@@ -112,7 +113,7 @@ func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 		return cmd
 	})
 	if err != nil {
-		return Outage(err) // no shell
+		return work.Outage(err) // no shell
 	}
 	err = cmd.Wait()
 	done()
@@ -120,17 +121,17 @@ func (h *ExecHandler) Handle(ctx context.Context, m *Msg) error {
 		return nil
 	}
 	if broken := CheckOutput(h.out); broken != nil {
-		return Outage(fmt.Errorf("%w (the handler failed: %v)", broken, err))
+		return work.Outage(fmt.Errorf("%w (the handler failed: %v)", broken, err))
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		switch code := ee.ExitCode(); code {
 		case TermExitCode:
-			return Term(fmt.Errorf("exit %d%s", TermExitCode, tail.suffix()))
+			return work.Term(fmt.Errorf("exit %d%s", TermExitCode, tail.suffix()))
 		case 126, 127:
 			// The shell could not run the command: found but not
 			// executable, or not found. Nothing of the message was done.
-			return Outage(fmt.Errorf("exit %d, %s%s", code, shellFailure[code], tail.suffix()))
+			return work.Outage(fmt.Errorf("exit %d, %s%s", code, shellFailure[code], tail.suffix()))
 		case -1: // a signal
 		default:
 			return fmt.Errorf("exit %d%s", code, tail.suffix())
@@ -220,7 +221,7 @@ func (t *tailBuffer) suffix() string {
 	if s == "" {
 		return ""
 	}
-	return ": " + oneLine(s, t.max)
+	return ": " + planner.OneLine(s, t.max)
 }
 
 type syncWriter struct {

@@ -1,4 +1,4 @@
-package work
+package membership
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/kvlease"
 )
 
 // A lane's record, <scope>.l.<lane> in the membership bucket, is both what
@@ -22,18 +22,18 @@ import (
 // the old one's hand-over, or for the old one's lease to end, which the
 // old one's fence has seen first.
 
-// errClaimLost: a compare-and-set on the lane record failed: another
+// ErrClaimLost: a compare-and-set on the lane record failed: another
 // instance holds the lane now.
-var errClaimLost = errors.New("the lane was taken by another instance")
+var ErrClaimLost = errors.New("the lane was taken by another instance")
 
-// claim is a lane held by this instance under one membership epoch.
-type claim struct {
-	lane string
-	rec  LaneServer // as last written
-	rev  uint64     // the record's revision after that write
+// Claim is a lane held by this instance under one membership epoch.
+type Claim struct {
+	Lane string
+	Rec  LaneServer // as last written
+	Rev  uint64     // the record's revision after that write
 }
 
-// mayTake decides whether instance self may take a lane whose record is
+// MayTake decides whether instance self may take a lane whose record is
 // rec (nil: none), given the live members and their epochs. It returns
 // the instance that holds it otherwise.
 //
@@ -44,7 +44,7 @@ type claim struct {
 // not the one it took the lane under (it lost its lease and joined again).
 // A record without an epoch was written by an older lanes work, which
 // holds the lane while it is a member.
-func mayTake(rec *LaneServer, self string, members map[string]string) (bool, string) {
+func MayTake(rec *LaneServer, self string, members map[string]string) (bool, string) {
 	switch {
 	case rec == nil, rec.Released, rec.Instance == self:
 		return true, ""
@@ -56,23 +56,25 @@ func mayTake(rec *LaneServer, self string, members map[string]string) (bool, str
 	return false, rec.Instance
 }
 
-// laneRecords reads and writes the lane records of one design.
-type laneRecords struct {
-	js    jetstream.JetStream
-	kv    jetstream.KeyValue
-	scope string
+// Records reads and writes the lane records of one design (Scope) in a
+// bucket.
+type Records struct {
+	JS    jetstream.JetStream
+	KV    jetstream.KeyValue
+	Scope string
 }
 
-func (r laneRecords) key(lane string) string { return r.scope + ".l." + lane }
+// Key is a lane's record key.
+func (r Records) Key(lane string) string { return r.Scope + ".l." + lane }
 
-// take makes one attempt to take lane for rec.Instance in rec.Epoch: it
+// Take makes one attempt to take lane for rec.Instance in rec.Epoch: it
 // reads the record, decides with mayTake, and writes rec if the lane is
 // free and the record did not change since the read. It returns the claim,
 // or the holder when the lane is held (or was just taken by another).
-func (r laneRecords) take(ctx context.Context, lane string, rec LaneServer, members map[string]string) (*claim, string, error) {
+func (r Records) Take(ctx context.Context, lane string, rec LaneServer, members map[string]string) (*Claim, string, error) {
 	var cur *LaneServer
 	var rev uint64
-	e, err := r.kv.Get(ctx, r.key(lane))
+	e, err := r.KV.Get(ctx, r.Key(lane))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
@@ -84,85 +86,77 @@ func (r laneRecords) take(ctx context.Context, lane string, rec LaneServer, memb
 			cur = nil // unreadable: nobody can claim to hold it
 		}
 	}
-	if ok, holder := mayTake(cur, rec.Instance, members); !ok {
+	if ok, holder := MayTake(cur, rec.Instance, members); !ok {
 		return nil, holder, nil
 	}
 	rec.Since = rec.Since.UTC()
 	b, _ := json.Marshal(rec)
 	if rev == 0 {
-		rev, err = r.kv.Create(ctx, r.key(lane), b)
+		rev, err = r.KV.Create(ctx, r.Key(lane), b)
 	} else {
-		rev, err = r.kv.Update(ctx, r.key(lane), b, rev)
+		rev, err = r.KV.Update(ctx, r.Key(lane), b, rev)
 	}
-	if conflict(err) {
+	if kvlease.Conflict(err) {
 		return nil, "another instance", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	return &claim{lane: lane, rec: rec, rev: rev}, "", nil
+	return &Claim{Lane: lane, Rec: rec, Rev: rev}, "", nil
 }
 
-// update rewrites a held lane's record, only if it is still the one this
-// instance wrote: errClaimLost otherwise. A write whose answer was lost
+// Update rewrites a held lane's record, only if it is still the one this
+// instance wrote: ErrClaimLost otherwise. A write whose answer was lost
 // (a reconnect) may have been applied: a record at another revision that
 // this instance wrote under the same epoch is taken as its own.
-func (r laneRecords) update(ctx context.Context, c *claim, change func(*LaneServer)) error {
-	rec := c.rec
+func (r Records) Update(ctx context.Context, c *Claim, change func(*LaneServer)) error {
+	rec := c.Rec
 	change(&rec)
 	b, _ := json.Marshal(rec)
 	for try := 0; ; try++ {
-		rev, err := r.kv.Update(ctx, r.key(c.lane), b, c.rev)
+		rev, err := r.KV.Update(ctx, r.Key(c.Lane), b, c.Rev)
 		if err == nil {
-			c.rec, c.rev = rec, rev
+			c.Rec, c.Rev = rec, rev
 			return nil
 		}
-		if !conflict(err) {
+		if !kvlease.Conflict(err) {
 			return err
 		}
-		e, gerr := r.kv.Get(ctx, r.key(c.lane))
+		e, gerr := r.KV.Get(ctx, r.Key(c.Lane))
 		if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) {
 			return gerr
 		}
 		var cur LaneServer
-		if gerr != nil || json.Unmarshal(e.Value(), &cur) != nil || cur.Instance != c.rec.Instance || cur.Epoch != c.rec.Epoch || try > 0 {
-			return errClaimLost
+		if gerr != nil || json.Unmarshal(e.Value(), &cur) != nil || cur.Instance != c.Rec.Instance || cur.Epoch != c.Rec.Epoch || try > 0 {
+			return ErrClaimLost
 		}
 		if string(e.Value()) == string(b) {
-			c.rec, c.rev = rec, e.Revision()
+			c.Rec, c.Rev = rec, e.Revision()
 			return nil
 		}
-		c.rev = e.Revision()
+		c.Rev = e.Revision()
 	}
 }
 
-// deletedLaneTTL is how long the record of a deleted lane is kept: where
+// DeletedLaneTTL is how long the record of a deleted lane is kept: where
 // the lane was, should it have been deleted by hand (lanes apply
 // --missing-lane-start recorded).
-const deletedLaneTTL = 7 * 24 * time.Hour
+const DeletedLaneTTL = 7 * 24 * time.Hour
 
-// retire writes a deleted lane's last record, if this instance still
+// Retire writes a deleted lane's last record, if this instance still
 // holds it, with a TTL: records of the lanes a repartition deleted do not
 // pile up.
-func (r laneRecords) retire(c *claim, change func(*LaneServer), timeout time.Duration) error {
-	rec := c.rec
+func (r Records) Retire(c *Claim, change func(*LaneServer), timeout time.Duration) error {
+	rec := c.Rec
 	change(&rec)
 	b, _ := json.Marshal(rec)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	m := nats.NewMsg("$KV." + r.kv.Bucket() + "." + r.key(c.lane))
+	m := nats.NewMsg(kvlease.Subject(r.JS, r.KV.Bucket(), r.Key(c.Lane)))
 	m.Data = b
-	_, err := r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(c.rev), jetstream.WithMsgTTL(deletedLaneTTL))
-	if conflict(err) {
-		return errClaimLost
+	_, err := r.JS.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(c.Rev), jetstream.WithMsgTTL(DeletedLaneTTL))
+	if kvlease.Conflict(err) {
+		return ErrClaimLost
 	}
 	return err
 }
-
-func conflict(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || jsapi.IsWrongLastSequence(err)
-}
-
-// claimRetry is how often a lane waiting for its holder reads the record
-// again when no watch event woke it (a missed event must not strand it).
-const claimRetry = 2 * time.Second

@@ -1,11 +1,11 @@
-package work
+package membership
 
 import (
 	"sync"
 	"time"
 )
 
-// fence says whether this instance may still act as the owner of the lanes
+// Fence says whether this instance may still act as the owner of the lanes
 // it took. A lane is held under a membership epoch (one life of the
 // instance's lease key): the others take its lanes only once that key is
 // gone (expired, removed) or carries another epoch, and the key cannot be
@@ -19,7 +19,7 @@ import (
 // it when it comes back, after its successor took the lane; whatever that
 // request brings is dropped unrun, and comes back to the successor after
 // its ack wait.
-type fence struct {
+type Fence struct {
 	margin time.Duration
 
 	mu     sync.Mutex
@@ -30,18 +30,19 @@ type fence struct {
 	timer  *time.Timer
 }
 
-// fenceMargin is how much sooner than its lease an epoch ends: far more
+// margin is how much sooner than its lease an epoch ends: far more
 // than two clocks can drift apart over a lease, and the server expires a
 // key a second or more after its TTL anyway.
-func fenceMargin(lease time.Duration) time.Duration { return max(lease/10, 100*time.Millisecond) }
+func margin(lease time.Duration) time.Duration { return max(lease/10, 100*time.Millisecond) }
 
-func newFence(lease time.Duration) *fence {
-	return &fence{margin: fenceMargin(lease), lapsed: make(chan struct{})}
+// NewFence is the fence of a lease of the given length, with no epoch yet.
+func NewFence(lease time.Duration) *Fence {
+	return &Fence{margin: margin(lease), lapsed: make(chan struct{})}
 }
 
 // begin starts a new epoch whose key was written at sent (before the
 // request went out) with the given lease.
-func (f *fence) begin(epoch string, sent time.Time, lease time.Duration) {
+func (f *Fence) begin(epoch string, sent time.Time, lease time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopTimer()
@@ -52,7 +53,7 @@ func (f *fence) begin(epoch string, sent time.Time, lease time.Duration) {
 // extend follows a renewal of epoch confirmed by the server, sent at sent.
 // A renewal confirmed after the epoch lapsed does not revive it: its
 // lanes have stopped, and the instance joins again under a new epoch.
-func (f *fence) extend(epoch string, sent time.Time, lease time.Duration) {
+func (f *Fence) extend(epoch string, sent time.Time, lease time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if epoch != f.epoch || f.isLapsed() {
@@ -61,7 +62,7 @@ func (f *fence) extend(epoch string, sent time.Time, lease time.Duration) {
 	f.extendLocked(sent, lease)
 }
 
-func (f *fence) extendLocked(sent time.Time, lease time.Duration) {
+func (f *Fence) extendLocked(sent time.Time, lease time.Duration) {
 	until := sent.Add(lease - f.margin)
 	if until.Before(f.until) && f.timer != nil {
 		return
@@ -74,7 +75,7 @@ func (f *fence) extendLocked(sent time.Time, lease time.Duration) {
 
 // lapse ends epoch (if it is still the current one): its lease may have
 // run out, or is known lost.
-func (f *fence) lapse(epoch string, lapsed chan struct{}) {
+func (f *Fence) lapse(epoch string, lapsed chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if epoch != f.epoch || f.lapsed != lapsed || f.isLapsed() {
@@ -85,7 +86,7 @@ func (f *fence) lapse(epoch string, lapsed chan struct{}) {
 }
 
 // lose ends the current epoch at once: its key is known to be gone.
-func (f *fence) lose() {
+func (f *Fence) lose() {
 	f.mu.Lock()
 	epoch, lapsed := f.epoch, f.lapsed
 	f.mu.Unlock()
@@ -94,52 +95,52 @@ func (f *fence) lose() {
 
 // leave marks the epoch left: no more pull requests, but the messages in
 // flight still finish and are acked (a stop hands the lanes over).
-func (f *fence) leave() {
+func (f *Fence) leave() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.left = true
 }
 
-// current returns the epoch and a channel closed when it lapses.
-func (f *fence) current() (string, <-chan struct{}) {
+// Current returns the epoch and a channel closed when it lapses.
+func (f *Fence) Current() (string, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.epoch, f.lapsed
 }
 
-// standing is what lanes taken under an epoch may still do.
-type standing int
+// Standing is what lanes taken under an epoch may still do.
+type Standing int
 
 const (
-	// standHeld: pull, and run what comes.
-	standHeld standing = iota
-	// standLeft: the instance left the membership (a stop): no more pulls;
+	// Held: pull, and run what comes.
+	Held Standing = iota
+	// Left: the instance left the membership (a stop): no more pulls;
 	// what is in flight finishes and is acked, what arrives is handed
 	// back.
-	standLeft
-	// standLapsed: the epoch's lease may have run out, or is known lost:
+	Left
+	// Lapsed: the epoch's lease may have run out, or is known lost:
 	// another instance may hold the lanes. No more pulls, and what
 	// arrives is dropped unrun (no nak: it may be running elsewhere).
-	standLapsed
+	Lapsed
 )
 
-// check says where lanes taken under epoch stand.
-func (f *fence) check(epoch string) standing {
+// Check says where lanes taken under epoch stand.
+func (f *Fence) Check(epoch string) Standing {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case epoch == "" || epoch != f.epoch || f.isLapsed() || !time.Now().Before(f.until):
-		return standLapsed
+		return Lapsed
 	case f.left:
-		return standLeft
+		return Left
 	}
-	return standHeld
+	return Held
 }
 
-// holds: lanes taken under epoch may still pull and run what comes.
-func (f *fence) holds(epoch string) bool { return f.check(epoch) == standHeld }
+// Holds: lanes taken under epoch may still pull and run what comes.
+func (f *Fence) Holds(epoch string) bool { return f.Check(epoch) == Held }
 
-func (f *fence) isLapsed() bool {
+func (f *Fence) isLapsed() bool {
 	select {
 	case <-f.lapsed:
 		return true
@@ -148,9 +149,12 @@ func (f *fence) isLapsed() bool {
 	}
 }
 
-func (f *fence) stopTimer() {
+func (f *Fence) stopTimer() {
 	if f.timer != nil {
 		f.timer.Stop()
 		f.timer = nil
 	}
 }
+
+// Margin is how much sooner than its lease an epoch ends.
+func (f *Fence) Margin() time.Duration { return f.margin }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package work
+package handlers
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ func (g *group) stop() {
 	g.life.Close()
 }
 
-// groups are an ExecHandler's process groups: as many as handlers run at
+// groups are an Exec's process groups: as many as handlers run at
 // once, the most recently used taken first, stopped after groupIdle.
 type groups struct {
 	mu    sync.Mutex
@@ -133,7 +133,7 @@ func startGroup(shell string) (*group, error) {
 // start starts a command made by build (sh -c Command) in a process group
 // tied to the worker's life (see keeperScript); the context's end kills
 // the whole group. done must be called once the command has exited.
-func (h *ExecHandler) start(build func() *exec.Cmd) (cmd *exec.Cmd, done func(), err error) {
+func (h *Exec) start(build func() *exec.Cmd) (cmd *exec.Cmd, done func(), err error) {
 	for try := 1; ; try++ {
 		g, err := h.groups.take(h.Shell)
 		if err != nil {
