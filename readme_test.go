@@ -1,24 +1,26 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
+
+	"github.com/rogpeppe/go-internal/txtar"
 )
 
-// TestREADMECommandsAreScripted keeps the README from drifting away from
-// the binary: every lanes command in the README's sh blocks is run, as
-// written, by an end-to-end script (testdata/script, testdata/cli), which
-// checks what the README says about it. Written as, after the one
-// rewrite a reader does in their head: nats://prod:4222 is the script's
-// server ($NATS_URL), and `go run .` is lanes.
+// TestREADMECommandsAreScripted keeps the README and the docs from
+// drifting away from the binary: every lanes command in the sh blocks of
+// README.md, CONTRIBUTING.md and docs/*.md is run, as written, by an
+// end-to-end script (testdata/script, testdata/cli), which checks what the
+// text says about it. Written as, after the one rewrite a reader does in
+// their head: nats://prod:4222 is the script's server ($NATS_URL), and
+// `go run .` is lanes.
 func TestREADMECommandsAreScripted(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	scripted := map[string]bool{}
 	for _, glob := range []string{"testdata/script/*.txtar", "testdata/cli/*.txtar"} {
 		files, err := filepath.Glob(glob)
@@ -35,15 +37,229 @@ func TestREADMECommandsAreScripted(t *testing.T) {
 			}
 		}
 	}
-	commands := readmeCommands(string(readme))
-	if len(commands) < 30 {
-		t.Fatalf("found %d lanes commands in the README's sh blocks: the extraction is broken", len(commands))
-	}
-	for _, c := range commands {
-		if !scripted[c.text] {
-			t.Errorf("README.md:%d: no end-to-end script runs `%s`\n\tadd `exec %s` to a script under testdata/script (see readme.txtar)", c.line, c.text, c.text)
+	total := 0
+	for _, doc := range markdownFiles(t) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commands := readmeCommands(string(data))
+		if doc == "README.md" && len(commands) < 10 {
+			t.Fatalf("found %d lanes commands in the README's sh blocks: the extraction is broken", len(commands))
+		}
+		total += len(commands)
+		for _, c := range commands {
+			if !scripted[c.text] {
+				t.Errorf("%s:%d: no end-to-end script runs `%s`\n\tadd `exec %s` to a script under testdata/script (see readme.txtar)", doc, c.line, c.text, c.text)
+			}
 		}
 	}
+	if total < 60 {
+		t.Fatalf("found %d lanes commands in the docs' sh blocks: the extraction is broken", total)
+	}
+}
+
+// markdownFiles are the documents whose commands and links are checked:
+// the README, CONTRIBUTING.md and docs/*.md.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"README.md"}
+	if _, err := os.Stat("CONTRIBUTING.md"); err == nil {
+		files = append(files, "CONTRIBUTING.md")
+	}
+	return append(files, docs...)
+}
+
+// TestREADMEFilesAreScripted: a file the docs write with a here-document
+// in an sh block (cat > lanes.yaml <<'EOF' in the README's tour) is, byte
+// for byte, a file of some end-to-end script, so the script that runs the
+// commands after it runs them on what the reader wrote.
+func TestREADMEFilesAreScripted(t *testing.T) {
+	scripts, err := filepath.Glob("testdata/script/*.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archives []*txtar.Archive
+	for _, f := range scripts {
+		a, err := txtar.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		archives = append(archives, a)
+	}
+	found := 0
+	for _, doc := range markdownFiles(t) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hereDocs(string(data)) {
+			found++
+			scripted := false
+			for _, a := range archives {
+				for _, f := range a.Files {
+					if f.Name == h.name && bytes.Equal(f.Data, []byte(h.text)) {
+						scripted = true
+					}
+				}
+			}
+			if !scripted {
+				t.Errorf("%s:%d: no end-to-end script has the file %s as written here\n\tadd it, byte for byte, as `-- %s --` to the script that runs the commands after it", doc, h.line, h.name, h.name)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("found no here-document in the docs' sh blocks (the README's tour writes lanes.yaml): the extraction is broken")
+	}
+}
+
+type hereDoc struct {
+	line       int
+	name, text string
+}
+
+// hereDocs are the files written in the sh blocks of a markdown text with
+// cat > FILE <<'EOF' ... EOF.
+func hereDocs(md string) []hereDoc {
+	var out []hereDoc
+	var cur *hereDoc
+	inSh := false
+	for i, line := range strings.Split(md, "\n") {
+		switch {
+		case cur != nil:
+			if line == "EOF" {
+				out = append(out, *cur)
+				cur = nil
+			} else {
+				cur.text += line + "\n"
+			}
+		case strings.HasPrefix(line, "```sh"):
+			inSh = true
+		case strings.HasPrefix(line, "```"):
+			inSh = false
+		case inSh:
+			if m := hereDocStart.FindStringSubmatch(line); m != nil {
+				cur = &hereDoc{line: i + 1, name: m[1]}
+			}
+		}
+	}
+	return out
+}
+
+var hereDocStart = regexp.MustCompile(`^cat > (\S+) <<'EOF'$`)
+
+// TestDocLinks: every relative link in the README, CONTRIBUTING.md and
+// docs/*.md names a file that exists and, with a #fragment, a heading of
+// that markdown file (GitHub's anchors).
+func TestDocLinks(t *testing.T) {
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchors[path] = headingAnchors(string(data))
+		return anchors[path]
+	}
+	checked := 0
+	for _, doc := range markdownFiles(t) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range markdownLinks(string(data)) {
+			if strings.Contains(l.target, "://") || strings.HasPrefix(l.target, "mailto:") {
+				continue
+			}
+			checked++
+			file, frag, _ := strings.Cut(l.target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), file)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s:%d: link to %s: no such file", doc, l.line, l.target)
+					continue
+				}
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[frag] {
+				t.Errorf("%s:%d: link to %s: %s has no heading with the anchor #%s", doc, l.line, l.target, path, frag)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d relative links: the extraction is broken", checked)
+	}
+}
+
+type docLink struct {
+	line   int
+	target string
+}
+
+// markdownLinks are the [text](target) links of a markdown text outside
+// code blocks and code spans.
+func markdownLinks(md string) []docLink {
+	var out []docLink
+	inCode := false
+	for i, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+			continue
+		}
+		if inCode {
+			continue
+		}
+		line = codeSpan.ReplaceAllString(line, "")
+		for _, m := range linkTarget.FindAllStringSubmatch(line, -1) {
+			out = append(out, docLink{line: i + 1, target: m[1]})
+		}
+	}
+	return out
+}
+
+var (
+	codeSpan   = regexp.MustCompile("`[^`]*`")
+	linkTarget = regexp.MustCompile(`\]\(([^()\s]+)\)`)
+)
+
+// headingAnchors are the anchors GitHub gives a markdown text's headings:
+// lower case, letters, digits, - and _ kept, spaces as -, the rest
+// dropped, and -1, -2 ... after repeats.
+func headingAnchors(md string) map[string]bool {
+	out := map[string]bool{}
+	inCode := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+			continue
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchor := b.String()
+		for n := 1; out[anchor]; n++ {
+			anchor = fmt.Sprintf("%s-%d", b.String(), n)
+		}
+		out[anchor] = true
+	}
+	return out
 }
 
 type readmeCommand struct {

@@ -31,7 +31,7 @@ import (
 // and inspect finds no warning.
 //
 // The short form runs in go test with a fixed seed; the long form is
-// BenchmarkChaos (figures in the README).
+// BenchmarkChaos (figures in docs/performance.md).
 
 // chaosConfig is one chaos run.
 type chaosConfig struct {

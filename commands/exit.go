@@ -11,7 +11,8 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// Exit codes: the one table scripts rely on (also in the README).
+// Exit codes: the one table scripts rely on (also in docs/cli.md, and in
+// short in the README).
 const (
 	ExitOK          = 0   // success, or nothing to do
 	ExitError       = 1   // anything not listed below

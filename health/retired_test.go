@@ -106,10 +106,11 @@ func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
 					t.Fatalf("no message was stored after the retirement, yet the finding says one was lost: %s", f.Message)
 				}
 			}
-			// The design file still says 4 (the README's worker loop changes
-			// the count on the command line): the mapping in force is the
-			// stream's, or with an account mapping the one the lanes are
-			// on. No gap, nothing critical; the drift is a warning.
+			// The design file still says 4 (the worker example in
+			// docs/work.md changes the count on the command line): the
+			// mapping in force is the stream's, or with an account mapping
+			// the one the lanes are on. No gap, nothing critical; the drift
+			// is a warning.
 			_, r := e.read(p6.Stream.Name, func(o *health.Options) { o.Plan = p4 })
 			for _, f := range r.Findings {
 				if f.Severity == health.Critical {
