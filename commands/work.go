@@ -284,9 +284,12 @@ func runWork(ctx context.Context, o WorkOptions) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	// A permission violation (on a pull, an ack, the bucket) stops the
-	// worker with that error, handing its lanes over.
-	runCtx, release := conn.Guard(ctx)
+	// A signal stops the worker as a plain cancellation (a normal stop);
+	// a permission violation (on a pull, an ack, the bucket) stops it with
+	// that error as the cause, which Run returns, handing its lanes over.
+	stopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer context.AfterFunc(ctx, stop)()
+	runCtx, release := conn.Guard(stopCtx)
 	defer release()
 	onSecondSignal(ctx, func() {
 		o.Work.Logger.Warn("second signal: handing back the messages in flight (nak) and stopping now")

@@ -1115,3 +1115,25 @@ func TestWorkNoSuchDesign(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 }
+
+// TestWorkPermissionDenied: a user who may do everything lanes work needs
+// but pull from the lanes: the first pull is a permission violation, and
+// lanes work stops with it at once (the exit code for permissions), instead
+// of running on with lanes that never get a message.
+func TestWorkPermissionDenied(t *testing.T) {
+	cleanEnv(t)
+	s := natstest.Start(t, natstest.WithUsers(
+		natstest.User{Name: "admin", Password: "a"},
+		natstest.User{Name: "worker", Password: "w", DenyPublish: []string{"$JS.API.CONSUMER.MSG.NEXT.ORDERS.>"}},
+	))
+	admin := strings.Replace(s.URL(), "nats://", "nats://admin:a@", 1)
+	applyDesign(t, admin, "--partitions", "2")
+	worker := strings.Replace(s.URL(), "nats://", "nats://worker:w@", 1)
+	cmd, stderr := startLanes(t, workArgs("-s", worker, "--instance", "w1", "--exec", "true")...)
+	started := time.Now()
+	code := waitExit(t, cmd, 30*time.Second)
+	if code != commands.ExitPermission || !strings.Contains(stderr.String(), "permission denied") {
+		t.Fatalf("exit %d, want %d with the permission error:\n%s", code, commands.ExitPermission, stderr)
+	}
+	t.Logf("stopped %s after it started", time.Since(started).Round(time.Millisecond))
+}

@@ -12,10 +12,11 @@ import (
 // User is a user/password login with optional permissions. Nil Publish or
 // Subscribe means "everything".
 type User struct {
-	Name      string
-	Password  string
-	Publish   []string // subjects the user may publish to
-	Subscribe []string // subjects the user may subscribe to
+	Name        string
+	Password    string
+	Publish     []string // subjects the user may publish to
+	Subscribe   []string // subjects the user may subscribe to
+	DenyPublish []string // subjects the user may not publish to (with Publish nil: everything else)
 }
 
 // WithUsers configures user/password logins (in the global account, where
@@ -24,10 +25,10 @@ func WithUsers(users ...User) func(*server.Options) {
 	return func(o *server.Options) {
 		for _, u := range users {
 			su := &server.User{Username: u.Name, Password: u.Password}
-			if u.Publish != nil || u.Subscribe != nil {
+			if u.Publish != nil || u.Subscribe != nil || u.DenyPublish != nil {
 				su.Permissions = &server.Permissions{}
-				if u.Publish != nil {
-					su.Permissions.Publish = &server.SubjectPermission{Allow: u.Publish}
+				if u.Publish != nil || u.DenyPublish != nil {
+					su.Permissions.Publish = &server.SubjectPermission{Allow: u.Publish, Deny: u.DenyPublish}
 				}
 				if u.Subscribe != nil {
 					su.Permissions.Subscribe = &server.SubjectPermission{Allow: u.Subscribe}
