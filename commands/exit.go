@@ -8,6 +8,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -40,6 +41,7 @@ var exitCodes = []struct {
 	{is[*designFileError], ExitUsage},
 	{is[*planner.FieldError], ExitUsage},
 	{is[*planner.LineError], ExitUsage},
+	{is[*keyfile.Error], ExitUsage},
 	{is[*health.KeyError], ExitUsage},
 	{is[*pendingError], ExitChanges},
 	{is[*refusedError], ExitRefused},

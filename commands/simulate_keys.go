@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -66,38 +66,29 @@ func keySubjecter(p *planner.Plan) workload.Subjecter {
 // the same reader (a file, - for stdin, a pipe or a FIFO); the count is the
 // key's weight.
 func fileKeys(ctx context.Context, o SimulateOptions, path string) (workload.Keys, error) {
-	flag := "--keys file:"
 	if path == "" {
 		return workload.Keys{}, usageErrorf("--keys file: names no file: write file:PATH (or file:- for stdin)")
 	}
-	src, err := input.Open(ctx, path, o.IO.In)
+	r, err := keyfile.Open(ctx, keyfile.Input{Path: path, Stdin: o.IO.In, Flag: "--keys file:"}, o.Plan)
 	if err != nil {
-		return workload.Keys{}, inputError(flag, err)
+		return workload.Keys{}, err
 	}
-	defer src.Close()
-	a := planner.NewAssigner(o.Plan)
+	defer r.Close()
 	var k workload.Keys
 	limit := workload.KeysWithin(o.Messages, o.workers())
-	err = src.Lines(ctx, func(n int, line []byte) error {
-		parsed, ok, err := a.Place(n, line)
-		if err != nil {
-			return usageErrorf("%s%s %v", flag, src.Name(), err)
-		}
-		if !ok {
-			return nil
-		}
+	err = r.Each(ctx, func(parsed planner.Parsed) error {
 		k.Add(string(parsed.Key), string(parsed.Subject), float64(parsed.Count))
 		if len(k.Names) > limit {
-			return usageErrorf("%s%s: more than %d distinct keys: with --messages %d and %d workers a simulation takes at most %d keys (use a sample)",
-				flag, src.Name(), limit, o.Messages, o.workers(), limit)
+			return usageErrorf("%s: more than %d distinct keys: with --messages %d and %d workers a simulation takes at most %d keys (use a sample)",
+				r.Name(), limit, o.Messages, o.workers(), limit)
 		}
 		return nil
 	})
 	if err != nil {
-		return k, inputError(flag, err)
+		return k, err
 	}
 	if len(k.Names) == 0 {
-		return k, usageErrorf("%s%s: no subjects in the file", flag, src.Name())
+		return k, usageErrorf("%s: no subjects in the file", r.Name())
 	}
 	return k, nil
 }
