@@ -10,6 +10,7 @@ import (
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim"
 )
 
 // Exit codes: the one table scripts rely on (also in the README).
@@ -42,6 +43,7 @@ var exitCodes = []struct {
 	{is[*planner.FieldError], ExitUsage},
 	{is[*planner.LineError], ExitUsage},
 	{is[*keyfile.Error], ExitUsage},
+	{is[*sim.InputError], ExitUsage},
 	{is[*health.KeyError], ExitUsage},
 	{is[*pendingError], ExitChanges},
 	{is[*refusedError], ExitRefused},

@@ -31,10 +31,10 @@ type Input struct {
 // Error is a keys input that cannot be used: it cannot be opened or read,
 // a line is too long, or a line does not fit the plan. Nothing was placed
 // that counts.
-type Error struct{ err error }
+type Error struct{ Err error }
 
-func (e *Error) Error() string { return e.err.Error() }
-func (e *Error) Unwrap() error { return e.err }
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
 // Reader is an open keys input.
 type Reader struct {

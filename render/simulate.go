@@ -8,106 +8,69 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
-// Simulation is what lanes simulate reports: the setting, and one result
-// per strategy on the same workload.
-type Simulation struct {
-	Mode string `json:"mode"` // model or live
-	// Server is where a live run ran: its URL without user info, or
-	// "embedded" for the in-process server the run started and removed.
-	Server         string           `json:"server,omitempty"`
-	Design         string           `json:"design"`
-	Subject        string           `json:"subject"`
-	Partitions     int              `json:"partitions"`
-	WorkersPerLane int              `json:"workers_per_lane"`
-	Workload       WorkloadInfo     `json:"workload"`
-	Results        []StrategyResult `json:"results"`
-	// LaneNames are the lane consumers' names, by partition.
-	LaneNames []string `json:"-"`
-}
-
-// WorkloadInfo describes the workload the strategies ran, for people and scripts.
-type WorkloadInfo struct {
-	Messages    int      `json:"messages"`
-	Keys        int      `json:"keys"`
-	KeysFrom    string   `json:"keys_from"` // uniform:K, zipf:K:S, file:PATH, stream NAME, or the named keys
-	KeySample   []string `json:"-"`         // a few key names, for the heading
-	Rate        float64  `json:"rate"`      // messages per second, 0 = all at once
-	ProcessTime string   `json:"process_time"`
-	AckWait     string   `json:"ack_wait"`
-	MaxDeliver  int      `json:"max_deliver"`
-	InProgress  bool     `json:"in_progress"`
-	Crash       float64  `json:"crash"`
-	Seed        uint64   `json:"seed"`
-	// The kv-lease strategy's settings, when it runs.
-	LeaseTTL   string `json:"lease_ttl,omitempty"`
-	LeaseRetry string `json:"lease_retry,omitempty"`
-	RoundTrip  string `json:"round_trip,omitempty"` // the model's
-}
-
-// StrategyResult is one strategy's figures. In a live run, Model holds the
-// model's prediction for the same workload, beside each live figure.
-type StrategyResult struct {
-	record.Result
-	Model *record.Result `json:"model,omitempty"`
-}
-
 // SimulationTable prints the heading, the speed and correctness tables,
 // the lanes strategy's per-lane load, and a verdict per strategy. A live
-// run shows every figure next to the model's prediction instead.
-func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
-	fmt.Fprintln(w, s.Heading.Render(simHeading(sim)))
-	fmt.Fprintln(w, "  "+s.Dim.Render(WorkloadLine(sim.Workload)))
+// run shows every figure next to the model's prediction instead, and the
+// lane table read on the server after the run.
+func SimulationTable(w io.Writer, s Styles, r sim.Report) error {
+	fmt.Fprintln(w, s.Heading.Render(simHeading(r)))
+	fmt.Fprintln(w, "  "+s.Dim.Render(workloadLine(r.Workload)))
 	fmt.Fprintln(w)
-	if sim.Mode == "live" {
-		if err := liveTable(w, sim.Results); err != nil {
+	if r.Mode == "live" {
+		if err := liveTable(w, r.Results); err != nil {
 			return err
 		}
 	} else {
-		if err := speedTable(w, sim); err != nil {
+		if err := speedTable(w, r); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
-		if err := correctnessTable(w, sim.Results); err != nil {
+		if err := correctnessTable(w, r.Results); err != nil {
 			return err
 		}
 	}
-	for _, r := range sim.Results {
-		if perPartition(r.Strategy) && len(r.Lanes) > 0 {
+	for _, res := range r.Results {
+		if perPartition(res.Strategy) && len(res.Lanes) > 0 {
 			fmt.Fprintln(w)
-			if err := laneLoadTable(w, s, r.Result, sim.LaneNames); err != nil {
+			if err := laneLoadTable(w, s, res.Result, r.LaneNames); err != nil {
 				return err
 			}
 		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, s.Heading.Render("Verdict"))
-	for _, v := range SimulationVerdicts(sim.Results) {
+	for _, v := range SimulationVerdicts(r.Results) {
 		fmt.Fprintln(w, "  "+v)
+	}
+	if r.Lanes != nil {
+		fmt.Fprintln(w, "\n"+s.Heading.Render("Lanes on the server after the run (lanes inspect)"))
+		return InspectTable(w, s, r.Lanes)
 	}
 	return nil
 }
 
-func simHeading(sim Simulation) string {
+func simHeading(r sim.Report) string {
 	mode := "Model"
-	if sim.Mode == "live" {
+	if r.Mode == "live" {
 		where := "an embedded nats-server"
-		if sim.Server != "" && sim.Server != "embedded" {
-			where = planner.Printable(sim.Server, 200)
+		if r.Server != "" && r.Server != "embedded" {
+			where = planner.Printable(r.Server, 200)
 		}
 		mode = "Live run on " + where + " (model's prediction beside each figure)"
 	}
-	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, sim.Design,
-		sim.Partitions, simPlural(sim.Partitions, "lane", "lanes"), sim.WorkersPerLane, simPlural(sim.WorkersPerLane, "worker", "workers"),
-		sim.Partitions*sim.WorkersPerLane)
+	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, r.Design,
+		r.Partitions, simPlural(r.Partitions, "lane", "lanes"), r.WorkersPerLane, simPlural(r.WorkersPerLane, "worker", "workers"),
+		r.Partitions*r.WorkersPerLane)
 }
 
-// WorkloadLine describes the workload in one line.
-func WorkloadLine(wl WorkloadInfo) string {
+// workloadLine describes the workload in one line.
+func workloadLine(wl sim.WorkloadInfo) string {
 	keys := wl.KeysFrom
 	if len(wl.KeySample) > 0 && len(wl.KeySample) == wl.Keys {
 		keys = strings.Join(wl.KeySample, ", ")
@@ -138,11 +101,11 @@ func WorkloadLine(wl WorkloadInfo) string {
 	return strings.Join(parts, ", ")
 }
 
-func speedTable(w io.Writer, sim Simulation) error {
+func speedTable(w io.Writer, rep sim.Report) error {
 	t := newTable(w, "STRATEGY", "THROUGHPUT", "P50", "P99", "MAX", "DRAIN", "HOTTEST LANE", "HOTTEST KEY")
-	for _, r := range sim.Results {
+	for _, r := range rep.Results {
 		if err := t.Append([]string{r.Strategy, simRate(r.Throughput), simMs(r.LatencyP50ms), simMs(r.LatencyP99ms),
-			simMs(r.LatencyMaxms), simMs(r.DrainSeconds * 1000), simHottestLane(r.Result, sim.LaneNames),
+			simMs(r.LatencyMaxms), simMs(r.DrainSeconds * 1000), simHottestLane(r.Result, rep.LaneNames),
 			fmt.Sprintf("%s (%s)", r.HottestKey, simPct(r.HottestKeyShare))}); err != nil {
 			return err
 		}
@@ -150,7 +113,7 @@ func speedTable(w io.Writer, sim Simulation) error {
 	return t.Render()
 }
 
-func correctnessTable(w io.Writer, results []StrategyResult) error {
+func correctnessTable(w io.Writer, results []sim.StrategyResult) error {
 	t := newTable(w, "STRATEGY", "ORDER VIOLATIONS", "DUPLICATES", "REDELIVERIES", "CRASHES", "UNFINISHED", "FINAL STATE")
 	for _, r := range results {
 		if err := t.Append([]string{r.Strategy, strconv.Itoa(r.OrderViolations), strconv.Itoa(r.Duplicates),
@@ -163,7 +126,7 @@ func correctnessTable(w io.Writer, results []StrategyResult) error {
 
 // liveTable puts figures in rows and, per strategy, the live value and the
 // model's prediction in adjacent columns.
-func liveTable(w io.Writer, results []StrategyResult) error {
+func liveTable(w io.Writer, results []sim.StrategyResult) error {
 	headers := []string{"FIGURE"}
 	for _, r := range results {
 		headers = append(headers, r.Strategy, "(model)")
@@ -186,7 +149,7 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 		{"final state", simFinalState},
 		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
 	}
-	if slices.ContainsFunc(results, func(r StrategyResult) bool { return leasing(r.Strategy) }) {
+	if slices.ContainsFunc(results, func(r sim.StrategyResult) bool { return leasing(r.Strategy) }) {
 		rows = append(rows, []struct {
 			name string
 			f    func(record.Result) string
@@ -250,7 +213,7 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 
 // SimulationVerdicts are one plain sentence per strategy, compared with single (or
 // the first strategy when single did not run).
-func SimulationVerdicts(results []StrategyResult) []string {
+func SimulationVerdicts(results []sim.StrategyResult) []string {
 	if len(results) == 0 {
 		return nil
 	}
@@ -354,13 +317,11 @@ func simLaneName(i int, names []string) string {
 	return strconv.Itoa(i)
 }
 
-// SweepReport is the JSON document of a sweep.
-type SweepReport struct {
-	Design         string       `json:"design"`
-	Subject        string       `json:"subject"`
-	WorkersPerLane int          `json:"workers_per_lane"`
-	Workload       WorkloadInfo `json:"workload"`
-	Sweep          model.Sweep  `json:"sweep"`
+// SweepReportTable prints the design and the workload in one line, then
+// the sweep (SweepTable).
+func SweepReportTable(w io.Writer, s Styles, r sim.SweepReport) error {
+	fmt.Fprintln(w, s.Dim.Render(fmt.Sprintf("design %s, workers per lane %d; %s", r.Design, r.WorkersPerLane, workloadLine(r.Workload))))
+	return SweepTable(w, s, r.Sweep)
 }
 
 // SweepTable prints one row per partition count with capacity and p99
