@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim"
+	"github.com/lanes-dev/lanes/sim/figure"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
@@ -45,7 +46,7 @@ func SimulationTable(w io.Writer, s Styles, r sim.Report) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, s.Heading.Render("Verdict"))
-	for _, v := range SimulationVerdicts(r.Results) {
+	for _, v := range r.Verdicts {
 		fmt.Fprintln(w, "  "+v)
 	}
 	if r.Lanes != nil {
@@ -65,7 +66,7 @@ func simHeading(r sim.Report) string {
 		mode = "Live run on " + where + " (model's prediction beside each figure)"
 	}
 	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, r.Design,
-		r.Partitions, simPlural(r.Partitions, "lane", "lanes"), r.WorkersPerLane, simPlural(r.WorkersPerLane, "worker", "workers"),
+		r.Partitions, figure.Plural(r.Partitions, "lane", "lanes"), r.WorkersPerLane, figure.Plural(r.WorkersPerLane, "worker", "workers"),
 		r.Partitions*r.WorkersPerLane)
 }
 
@@ -77,10 +78,10 @@ func workloadLine(wl sim.WorkloadInfo) string {
 	}
 	arrival := "all at once"
 	if wl.Rate > 0 {
-		arrival = simRate(wl.Rate)
+		arrival = figure.Rate(wl.Rate)
 	}
 	parts := []string{
-		fmt.Sprintf("%d messages on %d %s (%s)", wl.Messages, wl.Keys, simPlural(wl.Keys, "key", "keys"), keys),
+		fmt.Sprintf("%d messages on %d %s (%s)", wl.Messages, wl.Keys, figure.Plural(wl.Keys, "key", "keys"), keys),
 		arrival,
 		"processing " + wl.ProcessTime,
 		"ack wait " + wl.AckWait,
@@ -104,9 +105,9 @@ func workloadLine(wl sim.WorkloadInfo) string {
 func speedTable(w io.Writer, rep sim.Report) error {
 	t := newTable(w, "STRATEGY", "THROUGHPUT", "P50", "P99", "MAX", "DRAIN", "HOTTEST LANE", "HOTTEST KEY")
 	for _, r := range rep.Results {
-		if err := t.Append([]string{r.Strategy, simRate(r.Throughput), simMs(r.LatencyP50ms), simMs(r.LatencyP99ms),
-			simMs(r.LatencyMaxms), simMs(r.DrainSeconds * 1000), simHottestLane(r.Result, rep.LaneNames),
-			fmt.Sprintf("%s (%s)", r.HottestKey, simPct(r.HottestKeyShare))}); err != nil {
+		if err := t.Append([]string{r.Strategy, figure.Rate(r.Throughput), figure.Millis(r.LatencyP50ms), figure.Millis(r.LatencyP99ms),
+			figure.Millis(r.LatencyMaxms), figure.Millis(r.DrainSeconds * 1000), simHottestLane(r.Result, rep.LaneNames),
+			fmt.Sprintf("%s (%s)", r.HottestKey, figure.Share(r.HottestKeyShare))}); err != nil {
 			return err
 		}
 	}
@@ -136,18 +137,18 @@ func liveTable(w io.Writer, results []sim.StrategyResult) error {
 		name string
 		f    func(record.Result) string
 	}{
-		{"throughput", func(r record.Result) string { return simRate(r.Throughput) }},
-		{"latency p50", func(r record.Result) string { return simMs(r.LatencyP50ms) }},
-		{"latency p99", func(r record.Result) string { return simMs(r.LatencyP99ms) }},
-		{"latency max", func(r record.Result) string { return simMs(r.LatencyMaxms) }},
-		{"drain", func(r record.Result) string { return simMs(r.DrainSeconds * 1000) }},
+		{"throughput", func(r record.Result) string { return figure.Rate(r.Throughput) }},
+		{"latency p50", func(r record.Result) string { return figure.Millis(r.LatencyP50ms) }},
+		{"latency p99", func(r record.Result) string { return figure.Millis(r.LatencyP99ms) }},
+		{"latency max", func(r record.Result) string { return figure.Millis(r.LatencyMaxms) }},
+		{"drain", func(r record.Result) string { return figure.Millis(r.DrainSeconds * 1000) }},
 		{"completed", func(r record.Result) string { return strconv.Itoa(r.Completed) }},
 		{"order violations", func(r record.Result) string { return strconv.Itoa(r.OrderViolations) }},
 		{"duplicates", func(r record.Result) string { return strconv.Itoa(r.Duplicates) }},
 		{"redeliveries", func(r record.Result) string { return strconv.Itoa(r.Redeliveries) }},
 		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
 		{"final state", simFinalState},
-		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
+		{"hottest lane share", func(r record.Result) string { return figure.Share(r.HottestLaneShare) }},
 	}
 	if slices.ContainsFunc(results, func(r sim.StrategyResult) bool { return leasing(r.Strategy) }) {
 		rows = append(rows, []struct {
@@ -197,7 +198,7 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 	for _, l := range lanes {
 		hot := float64(l.Messages) > 1.5*mean
 		if err := t.Append([]string{simLaneName(l.Lane, names), strconv.Itoa(l.Messages),
-			simPct(l.Utilization), s.Bar(l.Utilization, 1, 20, hot || l.Utilization > 0.9),
+			figure.Share(l.Utilization), s.Bar(l.Utilization, 1, 20, hot || l.Utilization > 0.9),
 			strconv.Itoa(l.PeakBacklog), s.Bar(float64(l.PeakBacklog), float64(peak), 20, hot)}); err != nil {
 			return err
 		}
@@ -211,75 +212,10 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 	return nil
 }
 
-// SimulationVerdicts are one plain sentence per strategy, compared with single (or
-// the first strategy when single did not run).
-func SimulationVerdicts(results []sim.StrategyResult) []string {
-	if len(results) == 0 {
-		return nil
-	}
-	base := results[0].Result
-	for _, r := range results {
-		if st, ok := strategy.Lookup(r.Strategy); ok && st.Baseline {
-			base = r.Result
-		}
-	}
-	var out []string
-	for _, r := range results {
-		var parts []string
-		switch {
-		case r.Strategy == base.Strategy:
-			parts = append(parts, fmt.Sprintf("the baseline, %s", simRate(r.Throughput)))
-		case base.Throughput > 0:
-			ratio := r.Throughput / base.Throughput
-			if ratio > 0.95 && ratio < 1.05 {
-				parts = append(parts, "the same throughput as "+base.Strategy)
-			} else {
-				parts = append(parts, fmt.Sprintf("%.1fx the throughput of %s", ratio, base.Strategy))
-			}
-		}
-		parts = append(parts, simCorrectness(r.Result)...)
-		if st, ok := strategy.Lookup(r.Strategy); ok && st.Notes != nil {
-			parts = append(parts, st.Notes(r.Result)...)
-		}
-		out = append(out, r.Strategy+": "+strings.Join(parts, "; "))
-	}
-	return out
-}
-
 // perPartition: the strategy has a lane per partition (a per-lane table).
 func perPartition(name string) bool {
 	st, ok := strategy.Lookup(name)
 	return ok && st.Consumers == strategy.PerPartition
-}
-
-func simCorrectness(r record.Result) []string {
-	var parts []string
-	if r.OrderViolations == 0 {
-		parts = append(parts, "per-key order held")
-	} else {
-		parts = append(parts, fmt.Sprintf("per-key order broken %d %s", r.OrderViolations, simPlural(r.OrderViolations, "time", "times")))
-	}
-	if r.Duplicates > 0 {
-		parts = append(parts, fmt.Sprintf("%d duplicate %s", r.Duplicates, simPlural(r.Duplicates, "execution", "executions")))
-	}
-	if r.Unfinished > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s never completed", r.Unfinished, simPlural(r.Unfinished, "message", "messages")))
-	}
-	switch {
-	case !r.FinalStateCorrect:
-		parts = append(parts, "final state wrong (an older update was applied last)")
-	case r.StaleDropped > 0 && fenced(r.Strategy):
-		parts = append(parts, fmt.Sprintf("final state right (%d stale %s refused by the lease's fencing token)", r.StaleDropped, simPlural(r.StaleDropped, "write", "writes")))
-	case r.StaleDropped > 0:
-		parts = append(parts, fmt.Sprintf("final state right (%d stale %s dropped by the version check)", r.StaleDropped, simPlural(r.StaleDropped, "update", "updates")))
-	}
-	return parts
-}
-
-// fenced: the strategy's store checks fencing tokens.
-func fenced(name string) bool {
-	st, ok := strategy.Lookup(name)
-	return ok && st.Store == record.Fenced
 }
 
 // leasing: the strategy takes a lease per key.
@@ -307,7 +243,7 @@ func simHottestLane(r record.Result, names []string) string {
 	if !perPartition(r.Strategy) {
 		return "(one shared consumer)"
 	}
-	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), simPct(r.HottestLaneShare))
+	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), figure.Share(r.HottestLaneShare))
 }
 
 func simLaneName(i int, names []string) string {
@@ -330,7 +266,7 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Sweep: lanes strategy, %d..%d partitions", sw.From, sw.To)))
 	load := "latency measured on a backlog (all at once)"
 	if sw.LoadRate > 0 {
-		load = "latency measured with arrivals at " + simRate(sw.LoadRate)
+		load = "latency measured with arrivals at " + figure.Rate(sw.LoadRate)
 	}
 	fmt.Fprintln(w, "  "+s.Dim.Render("capacity = rate a backlog drains at; "+load))
 	fmt.Fprintln(w)
@@ -347,9 +283,9 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 		case p.Meets:
 			mark = s.Dim.Render("meets")
 		}
-		if err := t.Append([]string{strconv.Itoa(p.Partitions), simRate(p.Capacity), s.Bar(p.Capacity, topCap, 24, false),
-			simMs(p.LatencyP99ms), s.Bar(p.LatencyP99ms, topP99, 24, sw.TargetP99 > 0 && p.LatencyP99ms > sw.TargetP99),
-			simPct(p.HottestLaneShare), mark}); err != nil {
+		if err := t.Append([]string{strconv.Itoa(p.Partitions), figure.Rate(p.Capacity), s.Bar(p.Capacity, topCap, 24, false),
+			figure.Millis(p.LatencyP99ms), s.Bar(p.LatencyP99ms, topP99, 24, sw.TargetP99 > 0 && p.LatencyP99ms > sw.TargetP99),
+			figure.Share(p.HottestLaneShare), mark}); err != nil {
 			return err
 		}
 	}
@@ -357,64 +293,6 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, SweepVerdict(sw))
+	fmt.Fprintln(w, sw.Verdict)
 	return nil
-}
-
-// SweepVerdict says what was recommended and why, or why nothing was.
-func SweepVerdict(sw model.Sweep) string {
-	if !sw.HasTarget() {
-		return "No recommendation: give --target-rate and/or --target-p99."
-	}
-	var need []string
-	if sw.TargetRate > 0 {
-		need = append(need, fmt.Sprintf("drain at least %s (%.2fx the %s target)", simRate((1+sw.Headroom)*sw.TargetRate), 1+sw.Headroom, simRate(sw.TargetRate)))
-	}
-	if sw.TargetP99 > 0 {
-		at := "on a backlog"
-		if sw.LoadRate > 0 {
-			at = "with arrivals at " + simRate(sw.LoadRate)
-		}
-		need = append(need, fmt.Sprintf("keep p99 within %s %s", simMs(sw.TargetP99), at))
-	}
-	why := strings.Join(need, " and ")
-	headroom := fmt.Sprintf("headroom %.0f%%: the hottest lane stays below %.0f%% busy at the target, where queueing delay is still small", sw.Headroom*100, 100/(1+sw.Headroom))
-	if sw.Recommended == 0 {
-		hint := "Try a wider range or more --workers per lane."
-		if sw.TargetRate > 0 && sw.KeyCeiling > 0 && sw.KeyCeiling < (1+sw.Headroom)*sw.TargetRate {
-			hint = fmt.Sprintf("More partitions cannot help: the hottest key, %s, carries %s of the messages and a key is one serial lane, so it caps capacity at about %s. Split that key (a finer key) or make its processing faster.",
-				sw.HottestKey, simPct(sw.HottestKeyShare), simRate(sw.KeyCeiling))
-		}
-		return fmt.Sprintf("No partition count in %d..%d can %s (%s). %s", sw.From, sw.To, why, headroom, hint)
-	}
-	return fmt.Sprintf("Recommended: %d partitions, the smallest that can %s (%s).", sw.Recommended, why, headroom)
-}
-
-func simRate(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f/s", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f/s", v)
-	}
-	return fmt.Sprintf("%.2f/s", v)
-}
-
-func simMs(v float64) string {
-	switch {
-	case v >= 1000:
-		return fmt.Sprintf("%.2fs", v/1000)
-	case v >= 10:
-		return fmt.Sprintf("%.1fms", v)
-	}
-	return fmt.Sprintf("%.2fms", v)
-}
-
-func simPct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
-
-func simPlural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

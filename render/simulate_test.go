@@ -11,6 +11,7 @@ import (
 	"github.com/lanes-dev/lanes/sim"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 func simLanes(counts ...int) []record.LaneResult {
@@ -40,9 +41,19 @@ func seedSimulation() sim.Report {
 		Results:   []sim.StrategyResult{{Result: single}, {Result: lanesRes}, {Result: unordered}, {Result: versioned}}}
 }
 
+// judged is r with its verdicts, as sim.Run gives them.
+func judged(r sim.Report) sim.Report {
+	var results []record.Result
+	for _, res := range r.Results {
+		results = append(results, res.Result)
+	}
+	r.Verdicts = strategy.Verdicts(results)
+	return r
+}
+
 func TestSimulationTableGolden(t *testing.T) {
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), seedSimulation()); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(seedSimulation())); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate.golden", b.Bytes())
@@ -60,7 +71,7 @@ func TestLiveSimulationTableGolden(t *testing.T) {
 		rep.Results[i].LatencyP99ms *= 1.07
 	}
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), rep); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate_live.golden", b.Bytes())
@@ -92,7 +103,7 @@ func TestManyLanesShowTheBusiest(t *testing.T) {
 	rep.Results = []sim.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
 	rep.LaneNames = nil
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), rep); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -110,6 +121,7 @@ func simSweep() model.Sweep {
 		sw.Points = append(sw.Points, model.SweepPoint{Partitions: 10 + i, Capacity: caps[i], Throughput: 1250, LatencyP50ms: 10,
 			LatencyP99ms: p99[i], HottestLaneShare: 7.0 / 64, Meets: i == 6})
 	}
+	sw.Verdict = model.SweepVerdict(sw)
 	return sw
 }
 
@@ -119,19 +131,6 @@ func TestSweepTableGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate_sweep.golden", b.Bytes())
-}
-
-func TestSweepVerdicts(t *testing.T) {
-	sw := simSweep()
-	sw.Recommended = 0
-	sw.KeyCeiling = 800
-	if v := render.SweepVerdict(sw); !strings.Contains(v, "More partitions cannot help") || !strings.Contains(v, "k0") {
-		t.Fatalf("hot-key verdict: %s", v)
-	}
-	sw.TargetRate, sw.TargetP99 = 0, 0
-	if v := render.SweepVerdict(sw); !strings.HasPrefix(v, "No recommendation") {
-		t.Fatalf("no-target verdict: %s", v)
-	}
 }
 
 func TestSweepPlot(t *testing.T) {
@@ -168,7 +167,7 @@ func TestLiveKVLeaseTableGolden(t *testing.T) {
 	lanesRes.Model = &lanesPrediction
 	rep.Results = []sim.StrategyResult{lanesRes, {Result: lease, Model: &prediction}}
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), rep); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate_lease.golden", b.Bytes())

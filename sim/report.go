@@ -19,6 +19,8 @@ type Report struct {
 	WorkersPerLane int              `json:"workers_per_lane"`
 	Workload       WorkloadInfo     `json:"workload"`
 	Results        []StrategyResult `json:"results"`
+	// Verdicts are one sentence per result (strategy.Verdicts).
+	Verdicts []string `json:"-"`
 	// LaneNames are the lane consumers' names, by partition.
 	LaneNames []string `json:"-"`
 	// Lanes is the lanes strategy's lane table after a live run, read on

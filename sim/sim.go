@@ -139,6 +139,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, p := range predictions {
 			r.Results = append(r.Results, StrategyResult{Result: p})
 		}
+		r.judge()
 		return r, nil
 	}
 	r.Mode = "live"
@@ -146,7 +147,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil && len(r.Results) == 0 {
 		return nil, err
 	}
+	r.judge()
 	return r, err
+}
+
+// judge gives every result its verdict: on the live figures in a live run.
+func (r *Report) judge() {
+	results := make([]record.Result, len(r.Results))
+	for i, res := range r.Results {
+		results[i] = res.Result
+	}
+	r.Verdicts = strategy.Verdicts(results)
 }
 
 // Sweep runs the lanes strategy over the partition range, each count
