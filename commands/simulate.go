@@ -55,7 +55,7 @@ var runLive = live.Run
 
 func simulateCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
-		&cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy},
+		&choiceFlag{StringFlag: &cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy}, values: strategy.Names()},
 		&cli.IntFlag{Name: "workers", Value: 1, Usage: "workers per lane `N`; every strategy gets partitions x N workers", Category: catStrategy},
 		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered (kv-lease: and renew their lease)", Category: catStrategy},
 		&cli.StringFlag{Name: "keys", Usage: "key distribution `SPEC`: uniform:K, zipf:K:S, or file:PATH (one subject or bare key per line, optional count)", Category: catWorkload},
