@@ -313,16 +313,11 @@ func runSimulate(ctx context.Context, o SimulateOptions) error {
 		}
 		return view.sweep(r)
 	}
+	meter := progress.New(o.IO.Err, o.IO.ErrTTY, "simulate") // shows a live run's progress
+	o.Progress = func(name string, done, total int) { meter.Update("live "+name, int64(done), int64(total)) }
 	o.Warn = func(msg string) { fmt.Fprintf(o.IO.Err, "warning: %s\n", msg) }
-	var meter *progress.Meter
-	if o.Live {
-		meter = progress.New(o.IO.Err, o.IO.ErrTTY, "simulate")
-		o.Progress = func(name string, done, total int) { meter.Update("live "+name, int64(done), int64(total)) }
-	}
 	r, err := sim.Run(ctx, o.Options)
-	if meter != nil {
-		meter.Finish()
-	}
+	meter.Finish()
 	if r == nil {
 		return err
 	}
