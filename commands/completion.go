@@ -2,9 +2,12 @@ package commands
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,7 +15,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 // completeCommand is the hidden command the completion scripts call with
@@ -69,9 +71,10 @@ func complete(ctx context.Context, app *cli.App, words []string) []string {
 	}
 	cur, before := words[len(words)-1], words[:len(words)-1]
 	var cmd *cli.Command
-	for _, w := range before {
+	var args []string // the words after the command's name
+	for i, w := range before {
 		if !strings.HasPrefix(w, "-") {
-			cmd = findCommand(app, w)
+			cmd, args = findCommand(app, w), before[i+1:]
 			break
 		}
 	}
@@ -92,14 +95,14 @@ func complete(ctx context.Context, app *cli.App, words []string) []string {
 	}
 	if name, _, ok := strings.Cut(cur, "="); ok && strings.HasPrefix(name, "--") {
 		var out []string
-		for _, v := range flagValues(ctx, cmd, strings.TrimLeft(name, "-"), before) {
+		for _, v := range flagValues(ctx, app, cmd, strings.TrimLeft(name, "-"), args) {
 			out = append(out, name+"="+v)
 		}
 		return withPrefix(cur, out)
 	}
 	if len(before) > 0 {
 		if prev := before[len(before)-1]; strings.HasPrefix(prev, "-") && takesValue(cmd, strings.TrimLeft(prev, "-")) {
-			return withPrefix(cur, flagValues(ctx, cmd, strings.TrimLeft(prev, "-"), before))
+			return withPrefix(cur, flagValues(ctx, app, cmd, strings.TrimLeft(prev, "-"), args))
 		}
 	}
 	if strings.HasPrefix(cur, "-") {
@@ -146,33 +149,17 @@ func takesValue(cmd *cli.Command, name string) bool {
 	return false
 }
 
-// flagValues are the fixed values of a flag, or live ones where cheap.
-func flagValues(ctx context.Context, cmd *cli.Command, flag string, words []string) []string {
-	switch flag {
-	case "output", "o":
-		return commandFormats[cmd.Name]
-	case "mapping":
-		return []string{"stream", "account"}
-	case "storage":
-		return []string{"file", "memory"}
-	case "retention":
-		return []string{"limits", "workqueue", "interest"}
-	case "strategy":
-		return strategy.Names()
+// flagValues are the values of a flag: natscli's contexts, a server's
+// streams, or the fixed ones its definition carries. args are the words
+// typed after the command's name.
+func flagValues(ctx context.Context, app *cli.App, cmd *cli.Command, name string, args []string) []string {
+	switch name {
 	case "context":
 		return natsContexts()
 	case "stream":
-		return liveStreams(ctx, words)
+		return liveStreams(ctx, app, cmd, args)
 	}
-	return nil
-}
-
-// commandFormats are the -o values of each command.
-var commandFormats = map[string][]string{
-	"plan":     planFormats,
-	"apply":    applyFormats,
-	"inspect":  inspectFormats,
-	"simulate": simulateFormats,
+	return flagChoices(cmd, name)
 }
 
 func withPrefix(prefix string, candidates []string) []string {
@@ -204,27 +191,16 @@ func natsContexts() []string {
 	return out
 }
 
-// liveStreams lists the streams of the server named on the command line
-// or in NATS_URL / --context, with a short deadline: completion must not
-// hang on an unreachable server.
-func liveStreams(ctx context.Context, words []string) []string {
-	o := connect.Options{Server: os.Getenv("NATS_URL"), Context: os.Getenv("NATS_CONTEXT"), Timeout: time.Second, ConfigHome: os.Getenv("XDG_CONFIG_HOME")}
-	for i, w := range words {
-		name, value, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
-		if !hasValue && i+1 < len(words) {
-			value = words[i+1]
-		}
-		switch {
-		case !strings.HasPrefix(w, "-"):
-		case name == "server" || name == "s":
-			o.Server = value
-		case name == "context":
-			o.Context = value
-		}
-	}
+// liveStreams lists the streams of the server that args (the command's
+// words so far) name with the connection flags, or NATS_URL and
+// NATS_CONTEXT (for every command, plan's too), with a short deadline:
+// completion must not hang on an unreachable server.
+func liveStreams(ctx context.Context, app *cli.App, cmd *cli.Command, args []string) []string {
+	o := connectOptions(typedFlags(app, cmd, args))
 	if !o.Given() {
 		return nil
 	}
+	o.Timeout = time.Second
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := connect.Open(ctx, o)
@@ -238,6 +214,36 @@ func liveStreams(ctx context.Context, words []string) []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// typedFlags parses args, the words typed after the command's name, with
+// the command's own flags, as the command will parse them, but with the
+// connection flags that read the environment. A flag still waiting for
+// its value, or one the command does not know, ends the parse: the flags
+// before it count.
+func typedFlags(app *cli.App, cmd *cli.Command, args []string) *cli.Context {
+	set := flag.NewFlagSet(cmd.Name, flag.ContinueOnError)
+	set.SetOutput(io.Discard)
+	flags := connectFlags()
+	for _, f := range cmd.Flags {
+		if !slices.ContainsFunc(flags, func(c cli.Flag) bool { return c.Names()[0] == f.Names()[0] }) {
+			flags = append(flags, f)
+		}
+	}
+	for _, f := range flags {
+		f.Apply(set)
+	}
+	set.Parse(args)
+	// Each alias is a flag of its own here: what was typed as -s is
+	// --server's value, as urfave/cli makes it after its parse.
+	set.Visit(func(typed *flag.Flag) {
+		for _, f := range flags {
+			if names := f.Names(); names[0] != typed.Name && slices.Contains(names, typed.Name) {
+				set.Set(names[0], typed.Value.String())
+			}
+		}
+	})
+	return cli.NewContext(app, set, nil)
 }
 
 var completionScripts = map[string]string{

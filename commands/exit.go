@@ -8,7 +8,9 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim"
 )
 
 // Exit codes: the one table scripts rely on (also in docs/cli.md, and in
@@ -41,6 +43,8 @@ var exitCodes = []struct {
 	{is[*designFileError], ExitUsage},
 	{is[*planner.FieldError], ExitUsage},
 	{is[*planner.LineError], ExitUsage},
+	{is[*keyfile.Error], ExitUsage},
+	{is[*sim.InputError], ExitUsage},
 	{is[*health.KeyError], ExitUsage},
 	{is[*pendingError], ExitChanges},
 	{is[*refusedError], ExitRefused},

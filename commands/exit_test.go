@@ -9,7 +9,9 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim"
 )
 
 // TestExitCodesOfApplyErrors: the codes scripts see for apply's outcomes,
@@ -55,6 +57,8 @@ func TestExitCodeTable(t *testing.T) {
 		{&designFileError{errors.New("lanes.yaml: unreadable")}, ExitUsage, false},
 		{&planner.FieldError{}, ExitUsage, false},
 		{&planner.LineError{}, ExitUsage, false},
+		{&keyfile.Error{Err: errors.New("--keys stdin line 2: bad")}, ExitUsage, false},
+		{&sim.InputError{Err: errors.New("--from-stream: no keys")}, ExitUsage, false},
 		{fmt.Errorf("--key: %w", &health.KeyError{}), ExitUsage, false},
 		{&connect.Error{Kind: connect.KindConfig}, ExitUsage, false},
 		{&pendingError{}, ExitChanges, true},

@@ -54,6 +54,14 @@ func integer(name, field, usage, def string, dst func(*planner.Design) *int) des
 	}
 }
 
+// choice is str for a setting with a fixed set of values, which
+// completion offers.
+func choice(name, field, usage, def string, values []string, dst func(*planner.Design) *string) designFlag {
+	f := str(name, field, usage, def, dst)
+	f.flag = &choiceFlag{StringFlag: f.flag.(*cli.StringFlag), values: values}
+	return f
+}
+
 func duration(name, field, usage, def string, dst func(*planner.Design) *planner.Duration) designFlag {
 	return designFlag{
 		flag:  &cli.DurationFlag{Name: name, Usage: usage, Category: catDesign, DefaultText: def},
@@ -83,7 +91,8 @@ var designFlags = []designFlag{
 		},
 	},
 	integer("partitions", "partitions", "`N` partitions, one serial lane each", "8", func(d *planner.Design) *int { return &d.Partitions }),
-	str("mapping", "mapping", "`MODE`: where the mapping lives: stream (a subject transform lanes applies) or account (the operator installs it)", "stream", func(d *planner.Design) *string { return &d.Mapping }),
+	choice("mapping", "mapping", "`MODE`: where the mapping lives: stream (a subject transform lanes applies) or account (the operator installs it)", "stream",
+		[]string{planner.MappingStream, planner.MappingAccount}, func(d *planner.Design) *string { return &d.Mapping }),
 	str("prefix", "prefix", "literal `PREFIX` of the partitioned subjects", "the subject's literal prefix", func(d *planner.Design) *string { return &d.Prefix }),
 	{
 		flag:  &cli.StringFlag{Name: "destination", Usage: "adopt an existing mapping `DESTINATION` instead of the derived one", Category: catDesign},
@@ -94,9 +103,11 @@ var designFlags = []designFlag{
 		},
 	},
 	str("account", "account", "account `NAME` for the conf and nsc mapping outputs", "", func(d *planner.Design) *string { return &d.Account }),
-	str("storage", "stream.storage", "stream `STORAGE` if created: file or memory", "file", func(d *planner.Design) *string { return &d.Stream.Storage }),
+	choice("storage", "stream.storage", "stream `STORAGE` if created: file or memory", "file",
+		[]string{"file", "memory"}, func(d *planner.Design) *string { return &d.Stream.Storage }),
 	integer("replicas", "stream.replicas", "stream replicas `N` if created (1-5)", "1", func(d *planner.Design) *int { return &d.Stream.Replicas }),
-	str("retention", "stream.retention", "stream `RETENTION` if created: limits, workqueue or interest", "limits", func(d *planner.Design) *string { return &d.Stream.Retention }),
+	choice("retention", "stream.retention", "stream `RETENTION` if created: limits, workqueue or interest", "limits",
+		[]string{"limits", "workqueue", "interest"}, func(d *planner.Design) *string { return &d.Stream.Retention }),
 	integer("max-consumers", "stream.max_consumers", "stream max_consumers `N`; apply only ever raises it", "max(1000, 2 x partitions)", func(d *planner.Design) *int { return &d.Stream.MaxConsumers }),
 	duration("ack-wait", "lane.ack_wait", "lane ack wait `DURATION`; must exceed processing time (or use in-progress acks)", "30s", func(d *planner.Design) *planner.Duration { return &d.Lane.AckWait }),
 	integer("max-deliver", "lane.max_deliver", "lane max deliveries `N`; -1 is unlimited (a poison message then blocks its lane: inspect flags it)", "-1", func(d *planner.Design) *int { return &d.Lane.MaxDeliver }),
@@ -365,14 +376,32 @@ func connectOptions(c *cli.Context) connect.Options {
 }
 
 // outputFlag declares -o with the formats a command supports; the first is the default.
-func outputFlag(formats ...string) *cli.StringFlag {
-	return &cli.StringFlag{
+func outputFlag(formats ...string) cli.Flag {
+	return &choiceFlag{StringFlag: &cli.StringFlag{
 		Name:     "output",
 		Aliases:  []string{"o"},
 		Value:    formats[0],
 		Usage:    "output `FORMAT`: " + strings.Join(formats, ", "),
 		Category: catOutput,
+	}, values: formats}
+}
+
+// choiceFlag is a string flag with a fixed set of values (or, for a
+// list, of items): completion offers them. It is a cli.StringFlag to
+// everything else.
+type choiceFlag struct {
+	*cli.StringFlag
+	values []string
+}
+
+// flagChoices are the fixed values of the command's flag name, if any.
+func flagChoices(cmd *cli.Command, name string) []string {
+	for _, f := range cmd.Flags {
+		if cf, ok := f.(*choiceFlag); ok && slices.Contains(cf.Names(), name) {
+			return cf.values
+		}
 	}
+	return nil
 }
 
 // outputFormat reads -o and checks it is one of the command's formats.

@@ -1,9 +1,7 @@
 package commands
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/input"
+	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/render"
 )
@@ -186,8 +185,7 @@ func (v *planConfigView) key(render.KeyAnswer) error {
 // planDocument writes the whole plan as JSON or YAML. With --keys, every
 // line is checked before the first byte is written, so a bad line leaves
 // stdout empty; the input is read once (it may be a pipe): each placed
-// line goes to an anonymous spool file as a compact record, and the
-// assignments are then streamed from the spool.
+// line goes to a spool, and the assignments are then streamed from it.
 func planDocument(ctx context.Context, o PlanOptions) error {
 	if o.KeysPath == "" {
 		s, err := render.NewPlanStream(o.IO.Out, o.Output, o.Plan)
@@ -196,107 +194,39 @@ func planDocument(ctx context.Context, o PlanOptions) error {
 		}
 		return s.Close(nil)
 	}
-	spool, err := input.NewSpool()
+	spool, err := keyfile.NewSpool(keysFlag)
 	if err != nil {
-		return fmt.Errorf("--keys: cannot create a temporary file for the assignments: %w", err)
+		return err
 	}
 	defer spool.Close()
-	w := bufio.NewWriterSize(spool, 256<<10)
-	var rec []byte
-	tally, err := assignKeys(ctx, o, func(p planner.Parsed) error {
-		rec = appendRecord(rec[:0], p)
-		_, err := w.Write(rec)
-		return err
-	})
+	tally, err := assignKeys(ctx, o, spool.Add)
 	if err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("--keys: writing the temporary file: %w", err)
-	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
 	s, err := render.NewPlanStream(o.IO.Out, o.Output, o.Plan)
 	if err != nil {
 		return err
 	}
-	if err := replayRecords(ctx, bufio.NewReaderSize(spool, 256<<10), s.Assignment); err != nil {
+	if err := spool.Replay(ctx, s.Assignment); err != nil {
 		return err
 	}
 	k := tally.Skew(o.Plan, 10)
 	return s.Close(&k)
 }
 
-// A spool record is one placed line: partition, count, subject and key,
-// each length-prefixed (uvarints).
-func appendRecord(b []byte, p planner.Parsed) []byte {
-	b = binary.AppendUvarint(b, uint64(p.Partition))
-	b = binary.AppendUvarint(b, uint64(p.Count))
-	b = binary.AppendUvarint(b, uint64(len(p.Subject)))
-	b = append(b, p.Subject...)
-	b = binary.AppendUvarint(b, uint64(len(p.Key)))
-	return append(b, p.Key...)
-}
+// keysFlag is plan's keys input, as its errors name it.
+const keysFlag = "--keys"
 
-// replayRecords reads the spool back, in input order.
-func replayRecords(ctx context.Context, r *bufio.Reader, each func(subject, key []byte, partition int, count int64) error) error {
-	var subject, key []byte
-	for n := 0; ; n++ {
-		if n%4096 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		partition, err := binary.ReadUvarint(r)
-		if err == io.EOF {
-			return nil
-		}
-		count, err2 := binary.ReadUvarint(r)
-		var err3, err4 error
-		subject, err3 = readBytes(r, subject)
-		key, err4 = readBytes(r, key)
-		if err := errors.Join(err, err2, err3, err4); err != nil {
-			return fmt.Errorf("--keys: reading the temporary file back: %w", err)
-		}
-		if err := each(subject, key, int(partition), int64(count)); err != nil {
-			return err
-		}
-	}
-}
-
-func readBytes(r *bufio.Reader, buf []byte) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
+// assignKeys reads the keys input once, placing and counting every line
+// and handing each to sink (if any).
+func assignKeys(ctx context.Context, o PlanOptions, sink func(planner.Parsed) error) (*planner.Tally, error) {
+	r, err := keyfile.Open(ctx, keyfile.Input{Path: o.KeysPath, Stdin: o.IO.In, Flag: keysFlag}, o.Plan)
 	if err != nil {
 		return nil, err
 	}
-	if n > input.MaxLine {
-		return nil, errors.New("corrupt record")
-	}
-	if uint64(cap(buf)) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	_, err = io.ReadFull(r, buf)
-	return buf, err
-}
-
-// assignKeys reads the keys input once, placing and counting every line
-// and handing each to sink (if any). A bad line is a usage error naming it.
-func assignKeys(ctx context.Context, o PlanOptions, sink func(planner.Parsed) error) (*planner.Tally, error) {
-	src, err := input.Open(ctx, o.KeysPath, o.IO.In)
-	if err != nil {
-		return nil, inputError("--keys", err)
-	}
-	defer src.Close()
-	a := planner.NewAssigner(o.Plan)
+	defer r.Close()
 	tally := planner.NewTally(o.Plan.Design.Partitions)
-	err = src.Lines(ctx, func(n int, line []byte) error {
-		p, ok, err := a.Place(n, line)
-		if err != nil {
-			return usageErrorf("--keys %s %v", src.Name(), err)
-		}
-		if !ok {
-			return nil
-		}
+	err = r.Each(ctx, func(p planner.Parsed) error {
 		tally.Add(p)
 		if sink != nil {
 			return sink(p)
@@ -304,20 +234,9 @@ func assignKeys(ctx context.Context, o PlanOptions, sink func(planner.Parsed) er
 		return nil
 	})
 	if err != nil {
-		return nil, inputError("--keys", err)
+		return nil, err
 	}
 	return tally, nil
-}
-
-// inputError makes an input that cannot be opened or read a usage error
-// naming the flag; a cancellation stays one.
-func inputError(flag string, err error) error {
-	var ie *input.Error
-	var le *input.LineTooLongError
-	if errors.As(err, &ie) || errors.As(err, &le) {
-		return usageErrorf("%s %v", flag, err)
-	}
-	return err
 }
 
 // emitDefinitions writes stream.json and one file per lane into the directory.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,28 +14,21 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
+	"github.com/lanes-dev/lanes/sim"
+	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
 var simulateFormats = []string{"table", "json"}
 
-// The seed story: what lanes simulate runs with no arguments.
-var (
-	seedKeys       = []string{"alice", "bob", "carol"}
-	seedStrategies = []strategy.Strategy{strategy.Single, strategy.Lanes}
-)
-
 const (
 	defaultMessages = 1000
-	defaultKeys     = "uniform:100"
 	defaultProcess  = "10ms"
 	catWorkload     = "Workload"
 	catStrategy     = "Strategies and workers"
@@ -43,46 +37,25 @@ const (
 	catLease        = "kv-lease strategy"
 )
 
-// SimulateOptions is everything lanes simulate needs, validated.
+// SimulateOptions is everything lanes simulate needs, validated: the
+// simulation, and how to show it.
 type SimulateOptions struct {
-	IO   *IO
-	Plan *planner.Plan
+	sim.Options
+	IO *IO
 	// CommandLine is the command as the user typed it (lanes simulate
 	// and its flags), for the hint that suggests the next one.
 	CommandLine []string
-	// SeedStory: no design and no keys were given: the seed design, its
-	// keys (alice, bob, carol) and single versus lanes.
-	SeedStory  bool
-	Strategies []strategy.Strategy
-	// Keys is uniform:K, zipf:K:S or file:PATH; empty means the default
-	// (the seed's keys, or uniform:100), unless FromStream is set.
-	Keys       string
-	FromStream string
-	Messages   int
-	Rate       float64 // per second, 0 = all at once
-	Process    workload.Process
-	Workers    int // per lane
-	Crash      float64
-	InProgress bool
-	Seed       uint64
-	SweepFrom  int // 0: no sweep
-	SweepTo    int
-	Target     model.Target
-	PlotPath   string
-	PlotFormat string
-	Live       bool
-	Keep       bool
-	// Lease and RoundTrip are the kv-lease strategy's settings (RoundTrip
-	// for the model only: the live run has real ones).
-	Lease     strategy.LeaseSettings
-	RoundTrip time.Duration
-	Conn      connect.Options
-	Output    string
+	PlotPath    string
+	PlotFormat  string
+	Output      string
 }
+
+// runLive is the live runner; tests replace it to check what it is asked.
+var runLive = live.Run
 
 func simulateCommand(io *IO) *cli.Command {
 	flags := append(designFlagList(),
-		&cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy},
+		&choiceFlag{StringFlag: &cli.StringFlag{Name: "strategy", Usage: strategyUsage(), Category: catStrategy}, values: strategy.Names()},
 		&cli.IntFlag{Name: "workers", Value: 1, Usage: "workers per lane `N`; every strategy gets partitions x N workers", Category: catStrategy},
 		&cli.BoolFlag{Name: "in-progress", Usage: "workers send in-progress acks every ack_wait/3, so slow work is not redelivered (kv-lease: and renew their lease)", Category: catStrategy},
 		&cli.StringFlag{Name: "keys", Usage: "key distribution `SPEC`: uniform:K, zipf:K:S, or file:PATH (one subject or bare key per line, optional count)", Category: catWorkload},
@@ -157,10 +130,11 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if c.String("keys") == "file:"+input.Stdin && c.String("file") == input.Stdin {
 		return SimulateOptions{}, usageErrorf("-f - and --keys file:- both read stdin: give one of them a file")
 	}
-	o := SimulateOptions{IO: io, CommandLine: typedCommand(c), Keys: c.String("keys"), FromStream: c.String("from-stream"), Messages: c.Int("messages"),
-		Rate: c.Float64("rate"), Workers: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),
+	o := SimulateOptions{IO: io, CommandLine: typedCommand(c), PlotPath: c.String("plot"), Options: sim.Options{
+		Keys: c.String("keys"), FromStream: c.String("from-stream"), Stdin: io.In, Messages: c.Int("messages"),
+		Rate: c.Float64("rate"), WorkersPerLane: c.Int("workers"), Crash: c.Float64("crash"), InProgress: c.Bool("in-progress"),
 		Seed: c.Uint64("seed"), Target: model.Target{Rate: c.Float64("target-rate"), P99: c.Duration("target-p99")},
-		PlotPath: c.String("plot"), Live: c.Bool("live"), Keep: c.Bool("keep"), Conn: connectOptions(c)}
+		Live: c.Bool("live"), Keep: c.Bool("keep"), Conn: connectOptions(c), RunLive: runLive}}
 	var err error
 	if o.Output, err = outputFormat(c, simulateFormats...); err != nil {
 		return o, err
@@ -187,7 +161,7 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 		return o, err
 	}
 	if d.Subject == "" {
-		d = seedDesign(d)
+		d = sim.SeedDesign(d)
 		o.SeedStory = o.Keys == "" && o.FromStream == ""
 	}
 	if o.SweepFrom > 0 && d.Destination != "" {
@@ -196,7 +170,7 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if o.Plan, err = planWithWarnings(d, io); err != nil {
 		return o, err
 	}
-	if err := o.checkSize(0); err != nil {
+	if err := o.CheckSize(0); err != nil {
 		return o, err
 	}
 	if o.Strategies, err = parseStrategies(c.String("strategy"), o.SeedStory); err != nil {
@@ -223,43 +197,14 @@ func (o SimulateOptions) checkLease(c *cli.Context) error {
 	return nil
 }
 
-// workers is every strategy's worker count: the most partitions tried
-// times the workers per lane.
-func (o SimulateOptions) workers() int {
-	return max(o.Plan.Design.Partitions, o.SweepTo) * o.Workers
-}
-
-// checkSize refuses a simulation too large to hold, before any of it is
-// allocated; keys is 0 while the keys are not read yet.
-func (o SimulateOptions) checkSize(keys int) error {
-	if o.Workers > planner.MaxSimWorkers {
-		return usageErrorf("--workers %d: a simulation runs at most %d workers in all", o.Workers, planner.MaxSimWorkers)
-	}
-	if err := workload.CheckSize(o.Messages, keys, o.workers()); err != nil {
-		return badInput(err)
-	}
-	return nil
-}
-
-// seedDesign fills in the seed case when no design is given: updates for users on
-// msgs.received_from.<user>, the user is the key, 8 lanes. Design flags
-// given alongside (e.g. --partitions) still apply.
-func seedDesign(d planner.Design) planner.Design {
-	d.Subject = "msgs.received_from.*"
-	if d.Name == "" && d.Stream.Name == "" {
-		d.Name = "orders"
-	}
-	return d
-}
-
 func (o *SimulateOptions) validate() error {
 	switch {
 	case o.Messages < 1:
 		return usageErrorf("--messages %d: must be at least 1", o.Messages)
 	case o.Rate < 0:
 		return usageErrorf("--rate %g: must be 0 (all at once) or a positive rate per second", o.Rate)
-	case o.Workers < 1:
-		return usageErrorf("--workers %d: must be at least 1 worker per lane", o.Workers)
+	case o.WorkersPerLane < 1:
+		return usageErrorf("--workers %d: must be at least 1 worker per lane", o.WorkersPerLane)
 	case o.Crash < 0 || o.Crash >= 1:
 		return usageErrorf("--crash %g: must be a probability in [0, 1)", o.Crash)
 	case o.Target.Rate < 0:
@@ -332,7 +277,7 @@ func strategyList() string {
 func parseStrategies(s string, seed bool) ([]strategy.Strategy, error) {
 	if s == "" {
 		if seed {
-			return seedStrategies, nil
+			return sim.SeedStrategies, nil
 		}
 		return strategy.Defaults(), nil
 	}
@@ -352,149 +297,71 @@ func parseStrategies(s string, seed bool) ([]strategy.Strategy, error) {
 	return out, nil
 }
 
-// runSimulate builds the workload and runs the model (and the live run, or
-// a sweep), then renders the result in the chosen format.
+// runSimulate runs the simulation (or the sweep) and shows it in the
+// view chosen once with -o.
 func runSimulate(ctx context.Context, o SimulateOptions) error {
-	keys, from, err := simulationKeys(ctx, o)
-	if err != nil {
-		return err
-	}
-	if err := o.checkSize(len(keys.Names)); err != nil {
-		return err
-	}
-	spec := workload.Spec{Keys: keys, Messages: o.Messages, Rate: o.Rate, Process: o.Process, Crash: o.Crash, Seed: o.Seed}
-	w, err := workload.Generate(spec)
-	if err != nil {
-		return badInput(err)
-	}
-	info := workloadInfo(o, w, from)
+	view := newSimulateView(o)
 	if o.SweepFrom > 0 {
-		return runSweep(ctx, o, spec, info)
-	}
-	sim := render.Simulation{Mode: "model", Design: o.Plan.Design.Name, Subject: o.Plan.Design.Subject,
-		Partitions: o.Plan.Design.Partitions, WorkersPerLane: o.Workers, Workload: info, LaneNames: simLaneNames(o.Plan)}
-	predictions, err := modelResults(ctx, o, w)
-	if err != nil {
-		return err
-	}
-	var liveErr error
-	var laneReport *health.Report
-	if o.Live {
-		sim.Mode = "live"
-		sim.Results, laneReport, sim.Server, liveErr = liveResults(ctx, o, w, predictions)
-		if liveErr != nil && len(sim.Results) == 0 {
-			return liveErr
-		}
-	} else {
-		for _, r := range predictions {
-			sim.Results = append(sim.Results, render.StrategyResult{Result: r})
-		}
-	}
-	if o.Output == "json" {
-		err = render.JSON(o.IO.Out, sim)
-	} else {
-		st := render.NewStyles(o.IO.Out)
-		err = render.SimulationTable(o.IO.Out, st, sim)
-		if err == nil && laneReport != nil {
-			fmt.Fprintln(o.IO.Out, "\n"+st.Heading.Render("Lanes on the server after the run (lanes inspect)"))
-			err = render.InspectTable(o.IO.Out, st, laneReport)
-		}
-		if err == nil && o.SeedStory && !o.Live {
-			fmt.Fprintf(o.IO.Err, "\nnext: %s   (the same on a real nats-server: %s)\n", shellLine(append(o.CommandLine, "--live")), liveServerWords(o))
-		}
-	}
-	return errors.Join(liveErr, err) // a stopped live run still reports what it saw
-}
-
-// modelResults runs the model once per strategy on the same workload.
-func modelResults(ctx context.Context, o SimulateOptions, w *workload.Workload) ([]record.Result, error) {
-	parts, err := keyPartitions(o.Plan, w.Spec.Keys)
-	if err != nil {
-		return nil, err
-	}
-	var out []record.Result
-	for _, s := range o.Strategies {
-		cfg := modelConfig(o, s, o.Plan.Design.Partitions, parts)
-		r, err := model.Run(ctx, w, cfg)
+		r, err := sim.Sweep(ctx, o.Options)
 		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func modelConfig(o SimulateOptions, st strategy.Strategy, partitions int, keyPartition []int) model.Config {
-	l := o.Plan.Design.Lane
-	lane := model.Lane{AckWait: l.AckWait.D(), MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending,
-		Pinned: l.Pinned, PinnedTTL: l.PinnedTTL.D()}
-	for _, b := range l.BackOff {
-		lane.BackOff = append(lane.BackOff, b.D())
-	}
-	return model.Config{Strategy: st, Partitions: partitions, WorkersPerLane: o.Workers,
-		KeyPartition: keyPartition, Lane: lane, InProgress: o.InProgress, Lease: o.Lease, RoundTrip: o.RoundTrip}
-}
-
-// keyPartitions places every workload key with the planner's hash, the
-// server's partition function.
-func keyPartitions(p *planner.Plan, keys workload.Keys) ([]int, error) {
-	out := make([]int, len(keys.Subjects))
-	for i, s := range keys.Subjects {
-		part, ok := p.Layout.PartitionOf([]byte(s))
-		if !ok {
-			return nil, usageErrorf("key subject %q does not match the design's subject %s", s, p.Design.Subject)
-		}
-		out[i] = part
-	}
-	return out, nil
-}
-
-func simLaneNames(p *planner.Plan) []string {
-	out := make([]string, len(p.Lanes))
-	for i, l := range p.Lanes {
-		out[i] = l.Name
-	}
-	return out
-}
-
-// runSweep runs the lanes strategy over the partition range, each count
-// planned afresh (keys move between partitions as the count changes).
-func runSweep(ctx context.Context, o SimulateOptions, spec workload.Spec, info render.WorkloadInfo) error {
-	sc := model.SweepConfig{
-		From: o.SweepFrom, To: o.SweepTo, Target: o.Target, Headroom: model.DefaultHeadroom,
-		Base: modelConfig(o, strategy.Lanes, o.Plan.Design.Partitions, nil),
-		KeyPartition: func(n int) ([]int, error) {
-			d := o.Plan.Design
-			d.Partitions = n
-			p, err := planner.New(d)
-			if err != nil {
-				return nil, err
-			}
-			return keyPartitions(p, spec.Keys)
-		},
-		Workload: func(rate float64) (*workload.Workload, error) {
-			s := spec
-			s.Rate = rate
-			return workload.Generate(s)
-		},
-		Rate: spec.Rate,
-	}
-	sw, err := model.RunSweep(ctx, sc)
-	if err != nil {
-		return err
-	}
-	if o.PlotPath != "" {
-		if err := writePlot(o, sw); err != nil {
 			return err
 		}
+		if o.PlotPath != "" {
+			if err := writePlot(o, r.Sweep); err != nil {
+				return err
+			}
+		}
+		return view.sweep(r)
 	}
-	if o.Output == "json" {
-		return render.JSON(o.IO.Out, render.SweepReport{Design: o.Plan.Design.Name, Subject: o.Plan.Design.Subject,
-			WorkersPerLane: o.Workers, Workload: info, Sweep: sw})
+	meter := progress.New(o.IO.Err, o.IO.ErrTTY, "simulate") // shows a live run's progress
+	o.Progress = func(name string, done, total int) { meter.Update("live "+name, int64(done), int64(total)) }
+	o.Warn = func(msg string) { fmt.Fprintf(o.IO.Err, "warning: %s\n", msg) }
+	r, err := sim.Run(ctx, o.Options)
+	meter.Finish()
+	if r == nil {
+		return err
 	}
-	fmt.Fprintln(o.IO.Out, render.NewStyles(o.IO.Out).Dim.Render(fmt.Sprintf("design %s, workers per lane %d; %s", o.Plan.Design.Name, o.Workers, render.WorkloadLine(info))))
-	return render.SweepTable(o.IO.Out, render.NewStyles(o.IO.Out), sw)
+	if len(r.Kept) > 0 {
+		fmt.Fprintf(o.IO.Err, "kept on the server (--keep): streams %s; remove each with: nats stream rm NAME\n", strings.Join(r.Kept, ", "))
+	}
+	return errors.Join(err, view.simulation(r)) // a stopped live run still reports what it saw
 }
+
+// simulateView shows a simulation or a sweep in the format chosen once
+// with -o: tables, or one JSON document.
+type simulateView interface {
+	simulation(r *sim.Report) error
+	sweep(r *sim.SweepReport) error
+}
+
+func newSimulateView(o SimulateOptions) simulateView {
+	if o.Output == "json" {
+		return simulateDocView{out: o.IO.Out}
+	}
+	return simulateTableView{o: o}
+}
+
+type simulateTableView struct{ o SimulateOptions }
+
+func (v simulateTableView) simulation(r *sim.Report) error {
+	if err := render.SimulationTable(v.o.IO.Out, render.NewStyles(v.o.IO.Out), *r); err != nil {
+		return err
+	}
+	if v.o.SeedStory && !v.o.Live {
+		fmt.Fprintf(v.o.IO.Err, "\nnext: %s   (the same on a real nats-server: %s)\n", shellLine(append(v.o.CommandLine, "--live")), liveServerWords(v.o))
+	}
+	return nil
+}
+
+func (v simulateTableView) sweep(r *sim.SweepReport) error {
+	return render.SweepReportTable(v.o.IO.Out, render.NewStyles(v.o.IO.Out), *r)
+}
+
+type simulateDocView struct{ out io.Writer }
+
+func (v simulateDocView) simulation(r *sim.Report) error { return render.JSON(v.out, r) }
+
+func (v simulateDocView) sweep(r *sim.SweepReport) error { return render.JSON(v.out, r) }
 
 func writePlot(o SimulateOptions, sw model.Sweep) error {
 	f, err := os.Create(o.PlotPath)
@@ -510,29 +377,6 @@ func writePlot(o SimulateOptions, sw model.Sweep) error {
 	}
 	fmt.Fprintf(o.IO.Err, "wrote the sweep chart to %s\n", o.PlotPath)
 	return nil
-}
-
-func workloadInfo(o SimulateOptions, w *workload.Workload, from string) render.WorkloadInfo {
-	l := o.Plan.Design.Lane
-	info := render.WorkloadInfo{Messages: len(w.Messages), Keys: len(w.Spec.Keys.Names), KeysFrom: from,
-		Rate: o.Rate, ProcessTime: o.Process.String(), AckWait: l.AckWait.String(), MaxDeliver: l.MaxDeliver,
-		InProgress: o.InProgress, Crash: o.Crash, Seed: o.Seed}
-	if len(l.BackOff) > 0 {
-		steps := make([]string, len(l.BackOff))
-		for i, b := range l.BackOff {
-			steps[i] = b.String()
-		}
-		info.AckWait = "backoff " + strings.Join(steps, ",")
-	}
-	if slices.ContainsFunc(o.Strategies, func(s strategy.Strategy) bool { return s.Model == strategy.Lease }) {
-		info.LeaseTTL, info.LeaseRetry, info.RoundTrip = o.Lease.TTL.String(), o.Lease.Retry.String(), o.RoundTrip.String()
-	}
-	if n := len(w.Spec.Keys.Names); n <= 5 {
-		for _, k := range w.Spec.Keys.Names { // from a file or a stream: escaped for the terminal
-			info.KeySample = append(info.KeySample, planner.Printable(k, 80))
-		}
-	}
-	return info
 }
 
 // liveServerWords says which server --live would use with these options.

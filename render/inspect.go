@@ -362,7 +362,11 @@ const findingsPerCode = 5
 func findings(w io.Writer, s Styles, r *health.Report) {
 	fs := r.Findings
 	if len(fs) == 0 {
-		fmt.Fprintln(w, s.Good.Render(fmt.Sprintf("No findings: the %s %s healthy.", plural(int64(r.Summary.Lanes), "lane"), simPlural(r.Summary.Lanes, "looks", "look"))))
+		look := "look"
+		if r.Summary.Lanes == 1 {
+			look = "looks"
+		}
+		fmt.Fprintln(w, s.Good.Render(fmt.Sprintf("No findings: the %s %s healthy.", plural(int64(r.Summary.Lanes), "lane"), look)))
 		return
 	}
 	fmt.Fprintln(w, s.Heading.Render("Findings"))

@@ -8,116 +8,80 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim"
+	"github.com/lanes-dev/lanes/sim/figure"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
-// Simulation is what lanes simulate reports: the setting, and one result
-// per strategy on the same workload.
-type Simulation struct {
-	Mode string `json:"mode"` // model or live
-	// Server is where a live run ran: its URL without user info, or
-	// "embedded" for the in-process server the run started and removed.
-	Server         string           `json:"server,omitempty"`
-	Design         string           `json:"design"`
-	Subject        string           `json:"subject"`
-	Partitions     int              `json:"partitions"`
-	WorkersPerLane int              `json:"workers_per_lane"`
-	Workload       WorkloadInfo     `json:"workload"`
-	Results        []StrategyResult `json:"results"`
-	// LaneNames are the lane consumers' names, by partition.
-	LaneNames []string `json:"-"`
-}
-
-// WorkloadInfo describes the workload the strategies ran, for people and scripts.
-type WorkloadInfo struct {
-	Messages    int      `json:"messages"`
-	Keys        int      `json:"keys"`
-	KeysFrom    string   `json:"keys_from"` // uniform:K, zipf:K:S, file:PATH, stream NAME, or the named keys
-	KeySample   []string `json:"-"`         // a few key names, for the heading
-	Rate        float64  `json:"rate"`      // messages per second, 0 = all at once
-	ProcessTime string   `json:"process_time"`
-	AckWait     string   `json:"ack_wait"`
-	MaxDeliver  int      `json:"max_deliver"`
-	InProgress  bool     `json:"in_progress"`
-	Crash       float64  `json:"crash"`
-	Seed        uint64   `json:"seed"`
-	// The kv-lease strategy's settings, when it runs.
-	LeaseTTL   string `json:"lease_ttl,omitempty"`
-	LeaseRetry string `json:"lease_retry,omitempty"`
-	RoundTrip  string `json:"round_trip,omitempty"` // the model's
-}
-
-// StrategyResult is one strategy's figures. In a live run, Model holds the
-// model's prediction for the same workload, beside each live figure.
-type StrategyResult struct {
-	record.Result
-	Model *record.Result `json:"model,omitempty"`
-}
-
 // SimulationTable prints the heading, the speed and correctness tables,
 // the lanes strategy's per-lane load, and a verdict per strategy. A live
-// run shows every figure next to the model's prediction instead.
-func SimulationTable(w io.Writer, s Styles, sim Simulation) error {
-	fmt.Fprintln(w, s.Heading.Render(simHeading(sim)))
-	fmt.Fprintln(w, "  "+s.Dim.Render(WorkloadLine(sim.Workload)))
+// run shows every figure next to the model's prediction instead, and the
+// lane table read on the server after the run.
+func SimulationTable(w io.Writer, s Styles, r sim.Report) error {
+	fmt.Fprintln(w, s.Heading.Render(simHeading(r)))
+	fmt.Fprintln(w, "  "+s.Dim.Render(workloadLine(r.Workload)))
 	fmt.Fprintln(w)
-	if sim.Mode == "live" {
-		if err := liveTable(w, sim.Results); err != nil {
+	if r.Mode == "live" {
+		if err := liveTable(w, r.Results); err != nil {
 			return err
 		}
 	} else {
-		if err := speedTable(w, sim); err != nil {
+		if err := speedTable(w, r); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
-		if err := correctnessTable(w, sim.Results); err != nil {
+		if err := correctnessTable(w, r.Results); err != nil {
 			return err
 		}
 	}
-	for _, r := range sim.Results {
-		if perPartition(r.Strategy) && len(r.Lanes) > 0 {
+	for _, res := range r.Results {
+		if perPartition(res.Strategy) && len(res.Lanes) > 0 {
 			fmt.Fprintln(w)
-			if err := laneLoadTable(w, s, r.Result, sim.LaneNames); err != nil {
+			if err := laneLoadTable(w, s, res.Result, r.LaneNames); err != nil {
 				return err
 			}
 		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, s.Heading.Render("Verdict"))
-	for _, v := range SimulationVerdicts(sim.Results) {
+	for _, v := range r.Verdicts {
 		fmt.Fprintln(w, "  "+v)
+	}
+	if r.Lanes != nil {
+		fmt.Fprintln(w, "\n"+s.Heading.Render("Lanes on the server after the run (lanes inspect)"))
+		return InspectTable(w, s, r.Lanes)
 	}
 	return nil
 }
 
-func simHeading(sim Simulation) string {
+func simHeading(r sim.Report) string {
 	mode := "Model"
-	if sim.Mode == "live" {
+	if r.Mode == "live" {
 		where := "an embedded nats-server"
-		if sim.Server != "" && sim.Server != "embedded" {
-			where = planner.Printable(sim.Server, 200)
+		if r.Server != "" && r.Server != "embedded" {
+			where = planner.Printable(r.Server, 200)
 		}
 		mode = "Live run on " + where + " (model's prediction beside each figure)"
 	}
-	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, sim.Design,
-		sim.Partitions, simPlural(sim.Partitions, "lane", "lanes"), sim.WorkersPerLane, simPlural(sim.WorkersPerLane, "worker", "workers"),
-		sim.Partitions*sim.WorkersPerLane)
+	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, r.Design,
+		r.Partitions, figure.Plural(r.Partitions, "lane", "lanes"), r.WorkersPerLane, figure.Plural(r.WorkersPerLane, "worker", "workers"),
+		r.Partitions*r.WorkersPerLane)
 }
 
-// WorkloadLine describes the workload in one line.
-func WorkloadLine(wl WorkloadInfo) string {
+// workloadLine describes the workload in one line.
+func workloadLine(wl sim.WorkloadInfo) string {
 	keys := wl.KeysFrom
 	if len(wl.KeySample) > 0 && len(wl.KeySample) == wl.Keys {
 		keys = strings.Join(wl.KeySample, ", ")
 	}
 	arrival := "all at once"
 	if wl.Rate > 0 {
-		arrival = simRate(wl.Rate)
+		arrival = figure.Rate(wl.Rate)
 	}
 	parts := []string{
-		fmt.Sprintf("%d messages on %d %s (%s)", wl.Messages, wl.Keys, simPlural(wl.Keys, "key", "keys"), keys),
+		fmt.Sprintf("%d messages on %d %s (%s)", wl.Messages, wl.Keys, figure.Plural(wl.Keys, "key", "keys"), keys),
 		arrival,
 		"processing " + wl.ProcessTime,
 		"ack wait " + wl.AckWait,
@@ -138,19 +102,19 @@ func WorkloadLine(wl WorkloadInfo) string {
 	return strings.Join(parts, ", ")
 }
 
-func speedTable(w io.Writer, sim Simulation) error {
+func speedTable(w io.Writer, rep sim.Report) error {
 	t := newTable(w, "STRATEGY", "THROUGHPUT", "P50", "P99", "MAX", "DRAIN", "HOTTEST LANE", "HOTTEST KEY")
-	for _, r := range sim.Results {
-		if err := t.Append([]string{r.Strategy, simRate(r.Throughput), simMs(r.LatencyP50ms), simMs(r.LatencyP99ms),
-			simMs(r.LatencyMaxms), simMs(r.DrainSeconds * 1000), simHottestLane(r.Result, sim.LaneNames),
-			fmt.Sprintf("%s (%s)", r.HottestKey, simPct(r.HottestKeyShare))}); err != nil {
+	for _, r := range rep.Results {
+		if err := t.Append([]string{r.Strategy, figure.Rate(r.Throughput), figure.Millis(r.LatencyP50ms), figure.Millis(r.LatencyP99ms),
+			figure.Millis(r.LatencyMaxms), figure.Millis(r.DrainSeconds * 1000), simHottestLane(r.Result, rep.LaneNames),
+			fmt.Sprintf("%s (%s)", r.HottestKey, figure.Share(r.HottestKeyShare))}); err != nil {
 			return err
 		}
 	}
 	return t.Render()
 }
 
-func correctnessTable(w io.Writer, results []StrategyResult) error {
+func correctnessTable(w io.Writer, results []sim.StrategyResult) error {
 	t := newTable(w, "STRATEGY", "ORDER VIOLATIONS", "DUPLICATES", "REDELIVERIES", "CRASHES", "UNFINISHED", "FINAL STATE")
 	for _, r := range results {
 		if err := t.Append([]string{r.Strategy, strconv.Itoa(r.OrderViolations), strconv.Itoa(r.Duplicates),
@@ -163,7 +127,7 @@ func correctnessTable(w io.Writer, results []StrategyResult) error {
 
 // liveTable puts figures in rows and, per strategy, the live value and the
 // model's prediction in adjacent columns.
-func liveTable(w io.Writer, results []StrategyResult) error {
+func liveTable(w io.Writer, results []sim.StrategyResult) error {
 	headers := []string{"FIGURE"}
 	for _, r := range results {
 		headers = append(headers, r.Strategy, "(model)")
@@ -173,20 +137,20 @@ func liveTable(w io.Writer, results []StrategyResult) error {
 		name string
 		f    func(record.Result) string
 	}{
-		{"throughput", func(r record.Result) string { return simRate(r.Throughput) }},
-		{"latency p50", func(r record.Result) string { return simMs(r.LatencyP50ms) }},
-		{"latency p99", func(r record.Result) string { return simMs(r.LatencyP99ms) }},
-		{"latency max", func(r record.Result) string { return simMs(r.LatencyMaxms) }},
-		{"drain", func(r record.Result) string { return simMs(r.DrainSeconds * 1000) }},
+		{"throughput", func(r record.Result) string { return figure.Rate(r.Throughput) }},
+		{"latency p50", func(r record.Result) string { return figure.Millis(r.LatencyP50ms) }},
+		{"latency p99", func(r record.Result) string { return figure.Millis(r.LatencyP99ms) }},
+		{"latency max", func(r record.Result) string { return figure.Millis(r.LatencyMaxms) }},
+		{"drain", func(r record.Result) string { return figure.Millis(r.DrainSeconds * 1000) }},
 		{"completed", func(r record.Result) string { return strconv.Itoa(r.Completed) }},
 		{"order violations", func(r record.Result) string { return strconv.Itoa(r.OrderViolations) }},
 		{"duplicates", func(r record.Result) string { return strconv.Itoa(r.Duplicates) }},
 		{"redeliveries", func(r record.Result) string { return strconv.Itoa(r.Redeliveries) }},
 		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
 		{"final state", simFinalState},
-		{"hottest lane share", func(r record.Result) string { return simPct(r.HottestLaneShare) }},
+		{"hottest lane share", func(r record.Result) string { return figure.Share(r.HottestLaneShare) }},
 	}
-	if slices.ContainsFunc(results, func(r StrategyResult) bool { return leasing(r.Strategy) }) {
+	if slices.ContainsFunc(results, func(r sim.StrategyResult) bool { return leasing(r.Strategy) }) {
 		rows = append(rows, []struct {
 			name string
 			f    func(record.Result) string
@@ -234,7 +198,7 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 	for _, l := range lanes {
 		hot := float64(l.Messages) > 1.5*mean
 		if err := t.Append([]string{simLaneName(l.Lane, names), strconv.Itoa(l.Messages),
-			simPct(l.Utilization), s.Bar(l.Utilization, 1, 20, hot || l.Utilization > 0.9),
+			figure.Share(l.Utilization), s.Bar(l.Utilization, 1, 20, hot || l.Utilization > 0.9),
 			strconv.Itoa(l.PeakBacklog), s.Bar(float64(l.PeakBacklog), float64(peak), 20, hot)}); err != nil {
 			return err
 		}
@@ -248,75 +212,10 @@ func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error
 	return nil
 }
 
-// SimulationVerdicts are one plain sentence per strategy, compared with single (or
-// the first strategy when single did not run).
-func SimulationVerdicts(results []StrategyResult) []string {
-	if len(results) == 0 {
-		return nil
-	}
-	base := results[0].Result
-	for _, r := range results {
-		if st, ok := strategy.Lookup(r.Strategy); ok && st.Baseline {
-			base = r.Result
-		}
-	}
-	var out []string
-	for _, r := range results {
-		var parts []string
-		switch {
-		case r.Strategy == base.Strategy:
-			parts = append(parts, fmt.Sprintf("the baseline, %s", simRate(r.Throughput)))
-		case base.Throughput > 0:
-			ratio := r.Throughput / base.Throughput
-			if ratio > 0.95 && ratio < 1.05 {
-				parts = append(parts, "the same throughput as "+base.Strategy)
-			} else {
-				parts = append(parts, fmt.Sprintf("%.1fx the throughput of %s", ratio, base.Strategy))
-			}
-		}
-		parts = append(parts, simCorrectness(r.Result)...)
-		if st, ok := strategy.Lookup(r.Strategy); ok && st.Notes != nil {
-			parts = append(parts, st.Notes(r.Result)...)
-		}
-		out = append(out, r.Strategy+": "+strings.Join(parts, "; "))
-	}
-	return out
-}
-
 // perPartition: the strategy has a lane per partition (a per-lane table).
 func perPartition(name string) bool {
 	st, ok := strategy.Lookup(name)
 	return ok && st.Consumers == strategy.PerPartition
-}
-
-func simCorrectness(r record.Result) []string {
-	var parts []string
-	if r.OrderViolations == 0 {
-		parts = append(parts, "per-key order held")
-	} else {
-		parts = append(parts, fmt.Sprintf("per-key order broken %d %s", r.OrderViolations, simPlural(r.OrderViolations, "time", "times")))
-	}
-	if r.Duplicates > 0 {
-		parts = append(parts, fmt.Sprintf("%d duplicate %s", r.Duplicates, simPlural(r.Duplicates, "execution", "executions")))
-	}
-	if r.Unfinished > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s never completed", r.Unfinished, simPlural(r.Unfinished, "message", "messages")))
-	}
-	switch {
-	case !r.FinalStateCorrect:
-		parts = append(parts, "final state wrong (an older update was applied last)")
-	case r.StaleDropped > 0 && fenced(r.Strategy):
-		parts = append(parts, fmt.Sprintf("final state right (%d stale %s refused by the lease's fencing token)", r.StaleDropped, simPlural(r.StaleDropped, "write", "writes")))
-	case r.StaleDropped > 0:
-		parts = append(parts, fmt.Sprintf("final state right (%d stale %s dropped by the version check)", r.StaleDropped, simPlural(r.StaleDropped, "update", "updates")))
-	}
-	return parts
-}
-
-// fenced: the strategy's store checks fencing tokens.
-func fenced(name string) bool {
-	st, ok := strategy.Lookup(name)
-	return ok && st.Store == record.Fenced
 }
 
 // leasing: the strategy takes a lease per key.
@@ -344,7 +243,7 @@ func simHottestLane(r record.Result, names []string) string {
 	if !perPartition(r.Strategy) {
 		return "(one shared consumer)"
 	}
-	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), simPct(r.HottestLaneShare))
+	return fmt.Sprintf("%s (%s)", simLaneName(r.HottestLane, names), figure.Share(r.HottestLaneShare))
 }
 
 func simLaneName(i int, names []string) string {
@@ -354,13 +253,11 @@ func simLaneName(i int, names []string) string {
 	return strconv.Itoa(i)
 }
 
-// SweepReport is the JSON document of a sweep.
-type SweepReport struct {
-	Design         string       `json:"design"`
-	Subject        string       `json:"subject"`
-	WorkersPerLane int          `json:"workers_per_lane"`
-	Workload       WorkloadInfo `json:"workload"`
-	Sweep          model.Sweep  `json:"sweep"`
+// SweepReportTable prints the design and the workload in one line, then
+// the sweep (SweepTable).
+func SweepReportTable(w io.Writer, s Styles, r sim.SweepReport) error {
+	fmt.Fprintln(w, s.Dim.Render(fmt.Sprintf("design %s, workers per lane %d; %s", r.Design, r.WorkersPerLane, workloadLine(r.Workload))))
+	return SweepTable(w, s, r.Sweep)
 }
 
 // SweepTable prints one row per partition count with capacity and p99
@@ -369,7 +266,7 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Sweep: lanes strategy, %d..%d partitions", sw.From, sw.To)))
 	load := "latency measured on a backlog (all at once)"
 	if sw.LoadRate > 0 {
-		load = "latency measured with arrivals at " + simRate(sw.LoadRate)
+		load = "latency measured with arrivals at " + figure.Rate(sw.LoadRate)
 	}
 	fmt.Fprintln(w, "  "+s.Dim.Render("capacity = rate a backlog drains at; "+load))
 	fmt.Fprintln(w)
@@ -386,9 +283,9 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 		case p.Meets:
 			mark = s.Dim.Render("meets")
 		}
-		if err := t.Append([]string{strconv.Itoa(p.Partitions), simRate(p.Capacity), s.Bar(p.Capacity, topCap, 24, false),
-			simMs(p.LatencyP99ms), s.Bar(p.LatencyP99ms, topP99, 24, sw.TargetP99 > 0 && p.LatencyP99ms > sw.TargetP99),
-			simPct(p.HottestLaneShare), mark}); err != nil {
+		if err := t.Append([]string{strconv.Itoa(p.Partitions), figure.Rate(p.Capacity), s.Bar(p.Capacity, topCap, 24, false),
+			figure.Millis(p.LatencyP99ms), s.Bar(p.LatencyP99ms, topP99, 24, sw.TargetP99 > 0 && p.LatencyP99ms > sw.TargetP99),
+			figure.Share(p.HottestLaneShare), mark}); err != nil {
 			return err
 		}
 	}
@@ -396,64 +293,6 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, SweepVerdict(sw))
+	fmt.Fprintln(w, sw.Verdict)
 	return nil
-}
-
-// SweepVerdict says what was recommended and why, or why nothing was.
-func SweepVerdict(sw model.Sweep) string {
-	if !sw.HasTarget() {
-		return "No recommendation: give --target-rate and/or --target-p99."
-	}
-	var need []string
-	if sw.TargetRate > 0 {
-		need = append(need, fmt.Sprintf("drain at least %s (%.2fx the %s target)", simRate((1+sw.Headroom)*sw.TargetRate), 1+sw.Headroom, simRate(sw.TargetRate)))
-	}
-	if sw.TargetP99 > 0 {
-		at := "on a backlog"
-		if sw.LoadRate > 0 {
-			at = "with arrivals at " + simRate(sw.LoadRate)
-		}
-		need = append(need, fmt.Sprintf("keep p99 within %s %s", simMs(sw.TargetP99), at))
-	}
-	why := strings.Join(need, " and ")
-	headroom := fmt.Sprintf("headroom %.0f%%: the hottest lane stays below %.0f%% busy at the target, where queueing delay is still small", sw.Headroom*100, 100/(1+sw.Headroom))
-	if sw.Recommended == 0 {
-		hint := "Try a wider range or more --workers per lane."
-		if sw.TargetRate > 0 && sw.KeyCeiling > 0 && sw.KeyCeiling < (1+sw.Headroom)*sw.TargetRate {
-			hint = fmt.Sprintf("More partitions cannot help: the hottest key, %s, carries %s of the messages and a key is one serial lane, so it caps capacity at about %s. Split that key (a finer key) or make its processing faster.",
-				sw.HottestKey, simPct(sw.HottestKeyShare), simRate(sw.KeyCeiling))
-		}
-		return fmt.Sprintf("No partition count in %d..%d can %s (%s). %s", sw.From, sw.To, why, headroom, hint)
-	}
-	return fmt.Sprintf("Recommended: %d partitions, the smallest that can %s (%s).", sw.Recommended, why, headroom)
-}
-
-func simRate(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f/s", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f/s", v)
-	}
-	return fmt.Sprintf("%.2f/s", v)
-}
-
-func simMs(v float64) string {
-	switch {
-	case v >= 1000:
-		return fmt.Sprintf("%.2fs", v/1000)
-	case v >= 10:
-		return fmt.Sprintf("%.1fms", v)
-	}
-	return fmt.Sprintf("%.2fms", v)
-}
-
-func simPct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
-
-func simPlural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -8,8 +8,10 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/golden"
 	"github.com/lanes-dev/lanes/render"
+	"github.com/lanes-dev/lanes/sim"
 	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
 func simLanes(counts ...int) []record.LaneResult {
@@ -20,7 +22,7 @@ func simLanes(counts ...int) []record.LaneResult {
 	return out
 }
 
-func seedSimulation() render.Simulation {
+func seedSimulation() sim.Report {
 	single := record.Result{Strategy: "single", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 100,
 		LatencyP50ms: 5000, LatencyP99ms: 9900, LatencyMaxms: 10000, DrainSeconds: 10, Executions: 1000, FinalStateCorrect: true,
 		HottestLane: 0, HottestLaneShare: 1, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(1000)}
@@ -32,16 +34,26 @@ func seedSimulation() render.Simulation {
 		Executions: 1020, Redeliveries: 20, Crashes: 17, FinalStateCorrect: false, HottestKey: "carol", HottestKeyShare: 0.35, HottestLaneShare: 1, Lanes: simLanes(1000)}
 	versioned := unordered
 	versioned.Strategy, versioned.FinalStateCorrect, versioned.StaleDropped, versioned.Unfinished = "versioned", true, 119, 2
-	return render.Simulation{Mode: "model", Design: "orders", Subject: "msgs.received_from.*", Partitions: 8, WorkersPerLane: 1,
-		Workload: render.WorkloadInfo{Messages: 1000, Keys: 3, KeysFrom: "alice, bob, carol", KeySample: []string{"alice", "bob", "carol"},
+	return sim.Report{Mode: "model", Design: "orders", Subject: "msgs.received_from.*", Partitions: 8, WorkersPerLane: 1,
+		Workload: sim.WorkloadInfo{Messages: 1000, Keys: 3, KeysFrom: "alice, bob, carol", KeySample: []string{"alice", "bob", "carol"},
 			ProcessTime: "10ms", AckWait: "30s", MaxDeliver: -1, Crash: 0.02, Seed: 1},
 		LaneNames: []string{"orders-n8-00", "orders-n8-01", "orders-n8-02", "orders-n8-03", "orders-n8-04", "orders-n8-05", "orders-n8-06", "orders-n8-07"},
-		Results:   []render.StrategyResult{{Result: single}, {Result: lanesRes}, {Result: unordered}, {Result: versioned}}}
+		Results:   []sim.StrategyResult{{Result: single}, {Result: lanesRes}, {Result: unordered}, {Result: versioned}}}
+}
+
+// judged is r with its verdicts, as sim.Run gives them.
+func judged(r sim.Report) sim.Report {
+	var results []record.Result
+	for _, res := range r.Results {
+		results = append(results, res.Result)
+	}
+	r.Verdicts = strategy.Verdicts(results)
+	return r
 }
 
 func TestSimulationTableGolden(t *testing.T) {
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), seedSimulation()); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(seedSimulation())); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate.golden", b.Bytes())
@@ -49,23 +61,23 @@ func TestSimulationTableGolden(t *testing.T) {
 
 // A live run shows each figure beside the model's prediction.
 func TestLiveSimulationTableGolden(t *testing.T) {
-	sim := seedSimulation()
-	sim.Mode = "live"
-	sim.Results = sim.Results[:2]
-	for i := range sim.Results {
-		prediction := sim.Results[i].Result
-		sim.Results[i].Model = &prediction
-		sim.Results[i].Throughput *= 0.93
-		sim.Results[i].LatencyP99ms *= 1.07
+	rep := seedSimulation()
+	rep.Mode = "live"
+	rep.Results = rep.Results[:2]
+	for i := range rep.Results {
+		prediction := rep.Results[i].Result
+		rep.Results[i].Model = &prediction
+		rep.Results[i].Throughput *= 0.93
+		rep.Results[i].LatencyP99ms *= 1.07
 	}
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate_live.golden", b.Bytes())
 
 	b.Reset()
-	if err := render.JSON(&b, sim); err != nil {
+	if err := render.JSON(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
@@ -82,16 +94,16 @@ func TestLiveSimulationTableGolden(t *testing.T) {
 
 // Beyond 32 lanes only the busiest 16 show.
 func TestManyLanesShowTheBusiest(t *testing.T) {
-	sim := seedSimulation()
+	rep := seedSimulation()
 	counts := make([]int, 64)
 	for i := range counts {
 		counts[i] = 10 + i%7
 	}
 	counts[40] = 300
-	sim.Results = []render.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
-	sim.LaneNames = nil
+	rep.Results = []sim.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
+	rep.LaneNames = nil
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -109,6 +121,7 @@ func simSweep() model.Sweep {
 		sw.Points = append(sw.Points, model.SweepPoint{Partitions: 10 + i, Capacity: caps[i], Throughput: 1250, LatencyP50ms: 10,
 			LatencyP99ms: p99[i], HottestLaneShare: 7.0 / 64, Meets: i == 6})
 	}
+	sw.Verdict = model.SweepVerdict(sw)
 	return sw
 }
 
@@ -118,19 +131,6 @@ func TestSweepTableGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate_sweep.golden", b.Bytes())
-}
-
-func TestSweepVerdicts(t *testing.T) {
-	sw := simSweep()
-	sw.Recommended = 0
-	sw.KeyCeiling = 800
-	if v := render.SweepVerdict(sw); !strings.Contains(v, "More partitions cannot help") || !strings.Contains(v, "k0") {
-		t.Fatalf("hot-key verdict: %s", v)
-	}
-	sw.TargetRate, sw.TargetP99 = 0, 0
-	if v := render.SweepVerdict(sw); !strings.HasPrefix(v, "No recommendation") {
-		t.Fatalf("no-target verdict: %s", v)
-	}
 }
 
 func TestSweepPlot(t *testing.T) {
@@ -153,21 +153,21 @@ func TestSweepPlot(t *testing.T) {
 // their own ("-" for lanes), the heading names its settings, and its
 // verdict says what the leases and the fencing token did.
 func TestLiveKVLeaseTableGolden(t *testing.T) {
-	sim := seedSimulation()
-	sim.Mode = "live"
-	sim.Workload.LeaseTTL, sim.Workload.LeaseRetry, sim.Workload.RoundTrip = "1s", "5ms", "200µs"
+	rep := seedSimulation()
+	rep.Mode = "live"
+	rep.Workload.LeaseTTL, rep.Workload.LeaseRetry, rep.Workload.RoundTrip = "1s", "5ms", "200µs"
 	lease := record.Result{Strategy: "kv-lease", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 330.2,
 		LatencyP50ms: 1500, LatencyP99ms: 2900, LatencyMaxms: 3000, DrainSeconds: 3.03, OrderViolations: 41, Executions: 1000,
 		StaleDropped: 7, FinalStateCorrect: true, LeaseRetries: 5210, LeasesLost: 9, HottestLaneShare: 1, HottestKey: "carol",
 		HottestKeyShare: 0.35, Lanes: simLanes(1000)}
 	prediction := lease
 	prediction.Throughput, prediction.LeaseRetries, prediction.LeasesLost = 341.5, 4980, 8
-	lanesRes := sim.Results[1]
+	lanesRes := rep.Results[1]
 	lanesPrediction := lanesRes.Result
 	lanesRes.Model = &lanesPrediction
-	sim.Results = []render.StrategyResult{lanesRes, {Result: lease, Model: &prediction}}
+	rep.Results = []sim.StrategyResult{lanesRes, {Result: lease, Model: &prediction}}
 	var b bytes.Buffer
-	if err := render.SimulationTable(&b, render.PlainStyles(), sim); err != nil {
+	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, "simulate_lease.golden", b.Bytes())

@@ -3,8 +3,10 @@ package model
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/lanes-dev/lanes/sim/figure"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -70,6 +72,8 @@ type Sweep struct {
 	HottestKeyShare float64 `json:"hottest_key_share"`
 	KeyCeiling      float64 `json:"hottest_key_ceiling"`
 	Recommended     int     `json:"recommended,omitempty"` // 0: none meets, or no target
+	// Verdict says what was recommended and why, or why nothing was.
+	Verdict string `json:"-"`
 }
 
 // HasTarget reports whether a recommendation was asked for.
@@ -115,7 +119,39 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 		}
 		out.Points = append(out.Points, pt)
 	}
+	out.Verdict = SweepVerdict(out)
 	return out, nil
+}
+
+// SweepVerdict says what was recommended and why, or why nothing was:
+// when the hottest key alone caps capacity below the target, that more
+// partitions cannot help.
+func SweepVerdict(sw Sweep) string {
+	if !sw.HasTarget() {
+		return "No recommendation: give --target-rate and/or --target-p99."
+	}
+	var need []string
+	if sw.TargetRate > 0 {
+		need = append(need, fmt.Sprintf("drain at least %s (%.2fx the %s target)", figure.Rate((1+sw.Headroom)*sw.TargetRate), 1+sw.Headroom, figure.Rate(sw.TargetRate)))
+	}
+	if sw.TargetP99 > 0 {
+		at := "on a backlog"
+		if sw.LoadRate > 0 {
+			at = "with arrivals at " + figure.Rate(sw.LoadRate)
+		}
+		need = append(need, fmt.Sprintf("keep p99 within %s %s", figure.Millis(sw.TargetP99), at))
+	}
+	why := strings.Join(need, " and ")
+	headroom := fmt.Sprintf("headroom %.0f%%: the hottest lane stays below %.0f%% busy at the target, where queueing delay is still small", sw.Headroom*100, 100/(1+sw.Headroom))
+	if sw.Recommended == 0 {
+		hint := "Try a wider range or more --workers per lane."
+		if sw.TargetRate > 0 && sw.KeyCeiling > 0 && sw.KeyCeiling < (1+sw.Headroom)*sw.TargetRate {
+			hint = fmt.Sprintf("More partitions cannot help: the hottest key, %s, carries %s of the messages and a key is one serial lane, so it caps capacity at about %s. Split that key (a finer key) or make its processing faster.",
+				sw.HottestKey, figure.Share(sw.HottestKeyShare), figure.Rate(sw.KeyCeiling))
+		}
+		return fmt.Sprintf("No partition count in %d..%d can %s (%s). %s", sw.From, sw.To, why, headroom, hint)
+	}
+	return fmt.Sprintf("Recommended: %d partitions, the smallest that can %s (%s).", sw.Recommended, why, headroom)
 }
 
 func sweepPoint(ctx context.Context, drain, loaded *workload.Workload, sc SweepConfig, p int) (SweepPoint, error) {

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ func TestSweepRecommendsSmallestWithHeadroom(t *testing.T) {
 	if s.Recommended != 13 {
 		t.Fatalf("recommended %d, want 13", s.Recommended)
 	}
+	if want := "Recommended: 13 partitions, the smallest that can drain at least 1250/s (1.25x the 1000/s target)"; !strings.HasPrefix(s.Verdict, want) {
+		t.Fatalf("verdict %q, want it to start %q", s.Verdict, want)
+	}
 	if s.LoadRate != 1250 || len(s.Points) != 20 {
 		t.Fatalf("load rate %.0f with %d points, want 1250 and 20", s.LoadRate, len(s.Points))
 	}
@@ -66,5 +70,19 @@ func TestSweepLatencyTargetAndNoAnswer(t *testing.T) {
 	}
 	if s := sweepCase(t, model.Target{}, model.DefaultHeadroom, 1, 4); s.Recommended != 0 || s.HasTarget() {
 		t.Fatal("no target, yet a recommendation")
+	}
+}
+
+// The verdict without a recommendation says why: no target, or a key too
+// hot for any partition count.
+func TestSweepVerdicts(t *testing.T) {
+	sw := model.Sweep{From: 10, To: 16, TargetRate: 1000, TargetP99: 10, Headroom: 0.25, LoadRate: 1250,
+		HottestKey: "k0", HottestKeyShare: 1.0 / 64, KeyCeiling: 800}
+	if v := model.SweepVerdict(sw); !strings.Contains(v, "More partitions cannot help") || !strings.Contains(v, "k0") {
+		t.Fatalf("hot-key verdict: %s", v)
+	}
+	sw.TargetRate, sw.TargetP99 = 0, 0
+	if v := model.SweepVerdict(sw); !strings.HasPrefix(v, "No recommendation") {
+		t.Fatalf("no-target verdict: %s", v)
 	}
 }

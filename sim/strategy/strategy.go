@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lanes-dev/lanes/sim/figure"
 	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -98,7 +99,7 @@ type Strategy struct {
 	Model, Live Mechanics
 	// Default strategies run when --strategy is not given.
 	Default bool
-	// Baseline: the verdict compares the others with it.
+	// Baseline: the verdict (Verdicts) compares the others with it.
 	Baseline bool
 	// Notes are what the verdict says about a result beyond throughput,
 	// order, duplicates and final state; nil for nothing.
@@ -274,19 +275,12 @@ func NamesOf(ss []Strategy) []string {
 func leaseNotes(r record.Result) []string {
 	var out []string
 	if r.LeaseRetries > 0 {
-		out = append(out, fmt.Sprintf("%d %s found the key leased and retried later", r.LeaseRetries, plural(r.LeaseRetries, "delivery", "deliveries")))
+		out = append(out, fmt.Sprintf("%d %s found the key leased and retried later", r.LeaseRetries, figure.Plural(r.LeaseRetries, "delivery", "deliveries")))
 	}
 	if r.LeasesLost > 0 {
-		out = append(out, fmt.Sprintf("%d %s ran out mid-job (work longer than the lease TTL)", r.LeasesLost, plural(r.LeasesLost, "lease", "leases")))
+		out = append(out, fmt.Sprintf("%d %s ran out mid-job (work longer than the lease TTL)", r.LeasesLost, figure.Plural(r.LeasesLost, "lease", "leases")))
 	}
 	return out
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func lanesNotes(r record.Result) []string {

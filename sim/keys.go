@@ -1,4 +1,4 @@
-package commands
+package sim
 
 import (
 	"context"
@@ -8,43 +8,42 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/input"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
-// Where simulate's keys come from: the seed's names, uniform or Zipf
-// generated keys, a file of subjects with counts, or a live stream's
-// per-subject message counts.
+// Where the keys come from: the seed's names, uniform or Zipf generated
+// keys, a keys file (plan --keys' format, read by the same reader), or a
+// live stream's per-subject message counts.
 
-// simulationKeys returns the workload's keys and a description of where
-// they came from.
-func simulationKeys(ctx context.Context, o SimulateOptions) (workload.Keys, string, error) {
+// keys returns the workload's keys and where they came from, in words.
+func (o Options) keys(ctx context.Context) (workload.Keys, string, error) {
 	subject := keySubjecter(o.Plan)
 	switch {
 	case o.FromStream != "":
-		k, err := streamKeys(ctx, o)
+		k, err := o.streamKeys(ctx)
 		return k, "stream " + o.FromStream, err
 	case strings.HasPrefix(o.Keys, "file:"):
-		k, err := fileKeys(ctx, o, strings.TrimPrefix(o.Keys, "file:"))
+		k, err := o.fileKeys(ctx, strings.TrimPrefix(o.Keys, "file:"))
 		return k, o.Keys, err
 	case o.SeedStory:
-		k, err := workload.NamedKeys(seedKeys, subject)
-		return k, strings.Join(seedKeys, ", "), err
+		k, err := workload.NamedKeys(SeedKeys, subject)
+		return k, strings.Join(SeedKeys, ", "), err
 	}
 	spec := o.Keys
 	if spec == "" {
 		spec = defaultKeys
 	}
 	if n := workload.KeyCount(spec); n <= planner.MaxSimKeys {
-		if err := o.checkSize(n); err != nil {
+		if err := o.CheckSize(n); err != nil {
 			return workload.Keys{}, "", err
 		}
 	}
 	k, err := workload.ParseKeys(spec, subject)
 	if err != nil {
-		return k, "", badInput(err)
+		return k, "", &InputError{err}
 	}
 	return k, spec, nil
 }
@@ -62,49 +61,38 @@ func keySubjecter(p *planner.Plan) workload.Subjecter {
 	}
 }
 
-// fileKeys reads "SUBJECT [COUNT]" lines, like lanes plan --keys, through
-// the same reader (a file, - for stdin, a pipe or a FIFO); the count is the
-// key's weight.
-func fileKeys(ctx context.Context, o SimulateOptions, path string) (workload.Keys, error) {
-	flag := "--keys file:"
+// fileKeys reads "SUBJECT [COUNT]" lines (a file, - for stdin, a pipe or a
+// FIFO); the count is the key's weight.
+func (o Options) fileKeys(ctx context.Context, path string) (workload.Keys, error) {
 	if path == "" {
-		return workload.Keys{}, usageErrorf("--keys file: names no file: write file:PATH (or file:- for stdin)")
+		return workload.Keys{}, inputErrorf("--keys file: names no file: write file:PATH (or file:- for stdin)")
 	}
-	src, err := input.Open(ctx, path, o.IO.In)
+	r, err := keyfile.Open(ctx, keyfile.Input{Path: path, Stdin: o.Stdin, Flag: "--keys file:"}, o.Plan)
 	if err != nil {
-		return workload.Keys{}, inputError(flag, err)
+		return workload.Keys{}, err
 	}
-	defer src.Close()
-	a := planner.NewAssigner(o.Plan)
+	defer r.Close()
 	var k workload.Keys
 	limit := workload.KeysWithin(o.Messages, o.workers())
-	err = src.Lines(ctx, func(n int, line []byte) error {
-		parsed, ok, err := a.Place(n, line)
-		if err != nil {
-			return usageErrorf("%s%s %v", flag, src.Name(), err)
-		}
-		if !ok {
-			return nil
-		}
-		k.Add(string(parsed.Key), string(parsed.Subject), float64(parsed.Count))
+	err = r.Each(ctx, func(p planner.Parsed) error {
+		k.Add(string(p.Key), string(p.Subject), float64(p.Count))
 		if len(k.Names) > limit {
-			return usageErrorf("%s%s: more than %d distinct keys: with --messages %d and %d workers a simulation takes at most %d keys (use a sample)",
-				flag, src.Name(), limit, o.Messages, o.workers(), limit)
+			return inputErrorf("%s: more than %d distinct keys: with --messages %d and %d workers a simulation takes at most %d keys (use a sample)",
+				r.Name(), limit, o.Messages, o.workers(), limit)
 		}
 		return nil
 	})
 	if err != nil {
-		return k, inputError(flag, err)
+		return k, err
 	}
 	if len(k.Names) == 0 {
-		return k, usageErrorf("%s%s: no subjects in the file", flag, src.Name())
+		return k, inputErrorf("%s: no subjects in the file", r.Name())
 	}
 	return k, nil
 }
 
-// streamKeys reads the per-subject message counts of a live stream. The
-// stream may hold partitioned subjects: Unmap rebuilds the published one.
-func streamKeys(ctx context.Context, o SimulateOptions) (workload.Keys, error) {
+// streamKeys reads the per-subject message counts of a live stream.
+func (o Options) streamKeys(ctx context.Context) (workload.Keys, error) {
 	conn, err := connect.Open(ctx, o.Conn)
 	if err != nil {
 		return workload.Keys{}, err
@@ -121,7 +109,7 @@ func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[
 	api := jsapi.New(conn)
 	fail := func(err error) error {
 		if jsapi.IsStreamNotFound(err) {
-			return usageErrorf("--from-stream %q: no such stream on %s", stream, conn.Server)
+			return inputErrorf("--from-stream %q: no such stream on %s", stream, conn.Server)
 		}
 		var ce *connect.Error
 		if errors.As(err, &ce) {
@@ -135,7 +123,7 @@ func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[
 	}
 	// The same cap as inspect's placement check: one page of the subject list.
 	if n := info.State.NumSubjects; n > planner.MaxSubjects {
-		return nil, usageErrorf("--from-stream %q has %d subjects; simulate reads at most %d: use --keys file: with a sample (nats stream subjects %s)", stream, n, planner.MaxSubjects, stream)
+		return nil, inputErrorf("--from-stream %q has %d subjects; simulate reads at most %d: use --keys file: with a sample (nats stream subjects %s)", stream, n, planner.MaxSubjects, stream)
 	}
 	counts, err := api.Subjects(ctx, stream, ">")
 	if err != nil {
@@ -144,6 +132,9 @@ func subjectCounts(ctx context.Context, conn *connect.Conn, stream string) (map[
 	return counts, nil
 }
 
+// keysFromCounts makes keys of a stream's subjects, weighted by their
+// counts. The stream may hold partitioned subjects: Unmap rebuilds the
+// published one; subjects of other designs are skipped.
 func keysFromCounts(p *planner.Plan, stream string, counts map[string]uint64) (workload.Keys, error) {
 	subjects := make([]string, 0, len(counts))
 	for s := range counts {
@@ -164,7 +155,7 @@ func keysFromCounts(p *planner.Plan, stream string, counts map[string]uint64) (w
 		k.Add(p.Layout.Key([]byte(published)), published, float64(counts[stored]))
 	}
 	if len(k.Names) == 0 {
-		return k, usageErrorf("--from-stream %q: no messages on subjects matching %s (%d other subjects)", stream, p.Design.Subject, skipped)
+		return k, inputErrorf("--from-stream %q: no messages on subjects matching %s (%d other subjects)", stream, p.Design.Subject, skipped)
 	}
 	return k, nil
 }
