@@ -41,11 +41,11 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 	ph := l.placeholder
 	if ph == nil {
 		cfg := x.placeholderConfig(l, l.Position.StartSeq, operatorPause)
-		var info jetstream.ConsumerInfo
-		if err := x.putConsumer(ctx, placeholderName(l.Name), cfg, "", &info); err != nil {
+		info, err := x.a.CreateOrUpdateConsumer(ctx, x.stream, placeholderName(l.Name), cfg)
+		if err != nil {
 			return fmt.Errorf("recording the recreate: %w", err)
 		}
-		ph = &info
+		ph = info
 	}
 	if operatorPause == nil && !isHeld(l.live.Config) {
 		until := time.Now().Add(x.recreatePause())
@@ -128,13 +128,13 @@ const settleWait = 2 * time.Second
 func (x *executor) settled(ctx context.Context, name string) (*jetstream.ConsumerInfo, error) {
 	deadline := time.Now().Add(settleWait)
 	for {
-		var info jetstream.ConsumerInfo
-		if err := x.a.Read(ctx, "CONSUMER.INFO."+x.stream+"."+name, nil, &info); err != nil {
+		info, err := x.a.ConsumerInfo(ctx, x.stream, name)
+		if err != nil {
 			return nil, fmt.Errorf("reading its position: %w", err)
 		}
 		quiet := info.Paused && (info.NumAckPending == 0 || info.NumWaiting == 0)
 		if quiet || !time.Now().Before(deadline) {
-			return &info, nil
+			return info, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -153,7 +153,8 @@ func (x *executor) recordStart(ctx context.Context, ph *jetstream.ConsumerInfo, 
 	body := toMap(ph.Config)
 	setMeta(body, MetaRecreateStartSeq, strconv.FormatUint(start, 10))
 	setMeta(body, MetaRecreateExact, "true")
-	return x.putConsumer(ctx, ph.Name, body, "update", nil)
+	_, err := x.a.UpdateConsumer(ctx, x.stream, ph.Name, body)
+	return err
 }
 
 // maxRedeliveredLookups bounds the message lookups naming what a
@@ -188,8 +189,8 @@ func (x *executor) redelivered(ctx context.Context, filter string, start, delive
 func (x *executor) createAt(ctx context.Context, name string, body map[string]json.RawMessage) error {
 	const attempts = 3
 	for i := 1; ; i++ {
-		var info jetstream.ConsumerInfo
-		if err := x.putConsumer(ctx, name, body, "create", &info); err != nil {
+		info, err := x.a.CreateConsumer(ctx, x.stream, name, body)
+		if err != nil {
 			return err
 		}
 		if info.Delivered.Consumer == 0 && info.NumAckPending == 0 {
