@@ -333,9 +333,9 @@ func (x *executor) changeLane(ctx context.Context, name string, live jetstream.C
 		if err := x.pause(ctx, name, heldUntil); err != nil {
 			return err
 		}
-		setMeta(body, MetaHeld, heldValue)
+		setMeta(body, planner.MetaHeld, heldValue)
 	case ActionResume:
-		setMeta(body, MetaHeld, "")
+		setMeta(body, planner.MetaHeld, "")
 	}
 	if action == ActionUpdate || x.configDiffers(live, body) {
 		if _, err := x.a.UpdateConsumer(ctx, x.stream, name, body); err != nil {

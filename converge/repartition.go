@@ -182,11 +182,11 @@ func (x *executor) retireOld(ctx context.Context, l *jsapi.Listing, processed ui
 	edit := &streamEdit{}
 	for _, ci := range lanes {
 		tag, _ := planner.TagOf(ci.Config.Metadata)
-		key := GenerationKey(x.d.Design, tag.Partitions)
+		key := planner.GenerationKey(x.d.Design, tag.Partitions)
 		if _, done := edit.generations[key]; done {
 			continue
 		}
-		rec := GenerationRecord{RetiredSeq: processed, State: GenerationRetired}
+		rec := planner.GenerationRecord{RetiredSeq: processed, State: planner.GenerationRetired}
 		if layout, err := planner.ParseLayout(tag.Source, tag.Destination); err == nil {
 			rec.Subjects = layout.Pattern()
 		}
