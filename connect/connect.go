@@ -213,7 +213,10 @@ func dial(ctx context.Context, servers string, opts []nats.Option) (*nats.Conn, 
 	}
 }
 
-// Close drains nothing: lanes only makes requests, so closing is enough.
+// Close closes the connection at once, draining nothing: a request needs
+// no drain, and whoever subscribes or publishes on the connection ends
+// that first (lanes work drains its pulls, simulate's live run waits for
+// its publish acks).
 func (c *Conn) Close() {
 	if c != nil && c.NC != nil {
 		c.NC.Close()
@@ -258,7 +261,7 @@ func (c *Conn) Diagnose(ctx context.Context, err error) error {
 	dctx, cancel := context.WithTimeout(ctx, min(c.Timeout, time.Second))
 	defer cancel()
 	_, aerr := c.JS.AccountInfo(dctx)
-	if u := Unavailable(c.Server, aerr); u != nil {
+	if u := unavailable(c.Server, aerr); u != nil {
 		return u
 	}
 	if errors.Is(aerr, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -321,7 +324,7 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 	if cause := context.Cause(ctx); cause != nil && errors.As(cause, &e) {
 		return e
 	}
-	if u := Unavailable(c.Server, err); u != nil {
+	if u := unavailable(c.Server, err); u != nil {
 		return u
 	}
 	switch {
@@ -336,19 +339,23 @@ func (c *Conn) Classify(ctx context.Context, err error) *Error {
 	return &Error{Kind: KindOther, Err: err, Msg: err.Error()}
 }
 
-// errCodeClusterNotAvailable is the server's "JetStream system temporarily
-// unavailable" (503): the cluster has no meta leader.
-const errCodeClusterNotAvailable = 10008
-
-// Unavailable says in words that JetStream answered 503 (no meta leader:
-// most of a cluster's nodes are down or cut off), or returns nil for any
-// other error. description may come from elsewhere (a raw API answer).
-func Unavailable(server string, err error) *Error {
+// unavailable is NoLeader for an answer of the jetstream package (its KV
+// buckets, the account check) that says the cluster has no meta leader,
+// and nil for any other error: other 503s, such as JetStream not
+// enabled, say their own thing. (jsapi recognises its own answers.)
+func unavailable(server string, err error) *Error {
 	var ae *jetstream.APIError
-	if !errors.As(err, &ae) || ae.ErrorCode != errCodeClusterNotAvailable {
-		return nil // other 503s, such as JetStream not enabled, say their own thing
+	if !errors.As(err, &ae) || ae.ErrorCode != jetstream.ErrorCode(nats.JSErrCodeJetStreamNotAvailable) {
+		return nil
 	}
-	return &Error{Kind: KindUnavailable, Err: err, Msg: fmt.Sprintf(
+	return NoLeader(server, err)
+}
+
+// NoLeader says in words that JetStream answered that it cannot serve
+// (503, no meta leader: most of a cluster's nodes are down or cut off),
+// keeping the answer.
+func NoLeader(server string, answer error) *Error {
+	return &Error{Kind: KindUnavailable, Err: answer, Msg: fmt.Sprintf(
 		"JetStream on %s cannot answer: the cluster has no leader (most of its nodes are down or cut off from each other); check the cluster with nats server report jetstream", server)}
 }
 

@@ -71,9 +71,9 @@ func takeInventory(p *planner.Plan, live *Live) *inventory {
 		unavailable: map[string]string{}, used: map[string]bool{}}
 	for _, ci := range named(live.Consumers) {
 		inv.byName[ci.Name] = ci
-		if lane := ci.Config.Metadata[MetaRecreateLane]; lane != "" && ci.Config.Metadata[MetaRecreateDesign] == inv.design {
+		if lane := ci.Config.Metadata[planner.MetaRecreateLane]; lane != "" && ci.Config.Metadata[planner.MetaRecreateDesign] == inv.design {
 			inv.placeholders[lane] = ci
-			if change := ci.Config.Metadata[MetaRecreateChange]; change != "" {
+			if change := ci.Config.Metadata[planner.MetaRecreateChange]; change != "" {
 				inv.recreating[change] = true
 			}
 			continue
@@ -337,7 +337,7 @@ func (d *Diff) laneAction(lc *LaneChange, ci *jetstream.ConsumerInfo, inv *inven
 	// A record written before records named their change (older lanes)
 	// still consents for its own lane.
 	consented := d.opts.Recreate || immutable != "" && (inv.recreating[immutable] ||
-		lc.placeholder != nil && lc.placeholder.Config.Metadata[MetaRecreateChange] == "")
+		lc.placeholder != nil && lc.placeholder.Config.Metadata[planner.MetaRecreateChange] == "")
 	switch {
 	case immutable != "" && consented:
 		lc.Position = positionOf(ci)
@@ -394,7 +394,7 @@ func (d *Diff) holdOrResume(lc *LaneChange, ci *jetstream.ConsumerInfo, rp *repa
 }
 
 func placeholderStart(ph *jetstream.ConsumerInfo) uint64 {
-	v, _ := strconv.ParseUint(ph.Config.Metadata[MetaRecreateStartSeq], 10, 64)
+	v, _ := strconv.ParseUint(ph.Config.Metadata[planner.MetaRecreateStartSeq], 10, 64)
 	return max(v, 1)
 }
 

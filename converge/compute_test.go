@@ -67,7 +67,7 @@ func (w *world) lane(p *planner.Plan, i int, opts ...func(*jetstream.ConsumerInf
 }
 
 func held(ci *jetstream.ConsumerInfo) {
-	ci.Config.Metadata[MetaHeld] = heldValue
+	ci.Config.Metadata[planner.MetaHeld] = heldValue
 	t := heldUntil
 	ci.Config.PauseUntil = &t
 }
@@ -311,7 +311,7 @@ func TestComputeRecreateRecords(t *testing.T) {
 	record := func(w *world, start string) {
 		ph := w.lane(p, 0)
 		ph.Name = placeholderName(p.Consumers[0].Durable)
-		ph.Config.Metadata = map[string]string{MetaRecreateLane: p.Consumers[0].Durable, MetaRecreateDesign: "orders", MetaRecreateStartSeq: start}
+		ph.Config.Metadata = map[string]string{planner.MetaRecreateLane: p.Consumers[0].Durable, planner.MetaRecreateDesign: "orders", planner.MetaRecreateStartSeq: start}
 	}
 	w := newWorld(t, p).transform(p)
 	w.lane(p, 1)
@@ -352,7 +352,7 @@ func TestComputeGenerationStart(t *testing.T) {
 		if s := startOf(d); s != 501 {
 			t.Fatalf("start %d", s)
 		}
-		if rec := d.Stream.edit.generations[GenerationKey("orders", 6)]; rec.StartSeq != 501 || rec.Subjects != p6.Layout.Pattern() {
+		if rec := d.Stream.edit.generations[planner.GenerationKey("orders", 6)]; rec.StartSeq != 501 || rec.Subjects != p6.Layout.Pattern() {
 			t.Fatalf("the start must be recorded in the stream: %+v", d.Stream.edit)
 		}
 	})
@@ -361,7 +361,7 @@ func TestComputeGenerationStart(t *testing.T) {
 		a6 := plan(t, 6, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 		w := newWorld(t, a6).lanes(a6)
 		w.live.Stream.LastSeq = 900
-		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 4): GenerationRecord{Subjects: "x", RetiredSeq: 300, State: GenerationRetired}.String()}
+		w.live.Stream.Metadata = map[string]string{planner.GenerationKey("orders", 4): planner.GenerationRecord{Subjects: "x", RetiredSeq: 300, State: planner.GenerationRetired}.String()}
 		if s := startOf(Compute(a4, w.live, Options{})); s != 301 {
 			t.Fatalf("start %d, want 301 (messages a server mapped to n4 early are not skipped)", s)
 		}
@@ -369,7 +369,7 @@ func TestComputeGenerationStart(t *testing.T) {
 	t.Run("a missing lane of a running generation: where its siblings start", func(t *testing.T) {
 		w := newWorld(t, p4).transform(p4)
 		for i := 1; i < 4; i++ {
-			w.lane(p4, i, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[MetaStartSeq] = "77" })
+			w.lane(p4, i, func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[planner.MetaStartSeq] = "77" })
 		}
 		w.live.Stream.LastSeq = 500
 		// (Created only when told: its partition may hold messages it processed.)
@@ -400,19 +400,19 @@ func TestComputeGenerationStart(t *testing.T) {
 // a new use makes it active again (found by the chaos test: sequences
 // alone cannot tell).
 func TestGenerationRecordStates(t *testing.T) {
-	rec := GenerationRecord{}.merge(GenerationRecord{Subjects: "a.n8.*.*", StartSeq: 101, State: GenerationActive})
+	rec := planner.GenerationRecord{}.Merge(planner.GenerationRecord{Subjects: "a.n8.*.*", StartSeq: 101, State: planner.GenerationActive})
 	if !rec.Current() || rec.Retired() {
 		t.Fatalf("a new use: %+v", rec)
 	}
-	rec = rec.merge(GenerationRecord{RetiredSeq: 100, State: GenerationRetired})
+	rec = rec.Merge(planner.GenerationRecord{RetiredSeq: 100, State: planner.GenerationRetired})
 	if rec.Current() || !rec.Retired() || rec.StartSeq != 101 || rec.RetiredSeq != 100 {
 		t.Fatalf("retired with nothing published: %+v", rec)
 	}
-	rec = rec.merge(GenerationRecord{StartSeq: 101, State: GenerationActive}).merge(GenerationRecord{RetiredSeq: 90, State: GenerationRetired})
+	rec = rec.Merge(planner.GenerationRecord{StartSeq: 101, State: planner.GenerationActive}).Merge(planner.GenerationRecord{RetiredSeq: 90, State: planner.GenerationRetired})
 	if !rec.Retired() || rec.RetiredSeq != 100 {
 		t.Fatalf("the retirement only moves forward: %+v", rec)
 	}
-	back := Generations(map[string]string{GenerationKey("orders", 8): rec.String(), "other": "x", "lanes.generation.bad": "{"})
+	back := planner.Generations(map[string]string{planner.GenerationKey("orders", 8): rec.String(), "other": "x", "lanes.generation.bad": "{"})
 	if got := back["orders"][8]; got != rec {
 		t.Fatalf("round trip: %+v", back)
 	}
@@ -612,7 +612,7 @@ func TestComputeMissingLane(t *testing.T) {
 		}
 	})
 	t.Run("a generation started later: counted from its start, never restarted before it", func(t *testing.T) {
-		at77 := func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[MetaStartSeq] = "77" }
+		at77 := func(ci *jetstream.ConsumerInfo) { ci.Config.Metadata[planner.MetaStartSeq] = "77" }
 		w := running(map[StoredKey]jsapi.Stored{{filter, 77}: {First: 80, Count: 9, Counted: true}}, at77)
 		w.live.LaneRecords = map[string]LaneRecord{p.Consumers[gone].Durable: {Processed: 10}} // before the start: an earlier use
 		d := Compute(p, w.live, Options{MissingLaneStart: RestartRecorded})
@@ -624,12 +624,12 @@ func TestComputeMissingLane(t *testing.T) {
 	t.Run("every lane deleted, the running use recorded", func(t *testing.T) {
 		w := newWorld(t, p).transform(p)
 		w.live.Stream.LastSeq = 500
-		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 8): GenerationRecord{Subjects: "x", StartSeq: 40, State: GenerationActive}.String()}
+		w.live.Stream.Metadata = map[string]string{planner.GenerationKey("orders", 8): planner.GenerationRecord{Subjects: "x", StartSeq: 40, State: planner.GenerationActive}.String()}
 		d := Compute(p, w.live, Options{})
 		if len(d.missing()) != 8 || !d.Refused() {
 			t.Fatalf("missing %d, refusals %v", len(d.missing()), d.Refusals)
 		}
-		w.live.Stream.Metadata = map[string]string{GenerationKey("orders", 8): GenerationRecord{Subjects: "x", StartSeq: 40, RetiredSeq: 90, State: GenerationRetired}.String()}
+		w.live.Stream.Metadata = map[string]string{planner.GenerationKey("orders", 8): planner.GenerationRecord{Subjects: "x", StartSeq: 40, RetiredSeq: 90, State: planner.GenerationRetired}.String()}
 		if d := Compute(p, w.live, Options{}); len(d.missing()) != 0 || d.Refused() {
 			t.Fatalf("a retired generation's return is a new use: %v", d.Refusals)
 		}

@@ -14,30 +14,8 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// Metadata apply writes besides the lane tags (planner.Meta*).
-const (
-	// MetaHeld marks a lane paused by apply itself during a repartition, so
-	// apply can tell its own hold from an operator's pause.
-	MetaHeld  = "lanes.held"
-	heldValue = "repartition"
-
-	// A recreate record (placeholder consumer) says which lane is being
-	// recreated and where it restarts.
-	MetaRecreateLane      = "lanes.recreate.lane"
-	MetaRecreateDesign    = "lanes.recreate.design"
-	MetaRecreateStartSeq  = "lanes.recreate.start_seq"
-	MetaRecreatePauseTill = "lanes.recreate.pause_until"
-	// MetaRecreateChange is the change being made ("max_waiting 512 ->
-	// 64"): a re-run finishes the recreate of every lane with that change,
-	// with or without --recreate.
-	MetaRecreateChange = "lanes.recreate.change"
-	// MetaRecreatePaused says apply pauses the lane for the recreate (it
-	// was not paused): a re-run lifts that pause.
-	MetaRecreatePaused = "lanes.recreate.paused"
-	// MetaRecreateExact says start_seq was read from the paused lane; without
-	// it, start_seq is a lower bound read before the pause.
-	MetaRecreateExact = "lanes.recreate.exact"
-)
+// heldValue is what apply writes under planner.MetaHeld.
+const heldValue = "repartition"
 
 // heldUntil is the pause of a held lane: far enough to mean "until apply
 // resumes it", a fixed value so that re-runs write the same config.
@@ -226,7 +204,7 @@ func createBody(want planner.ConsumerConfig, held bool, start uint64) map[string
 	if start > 1 {
 		body["deliver_policy"] = raw("by_start_sequence")
 		body["opt_start_seq"] = raw(start)
-		setMeta(body, MetaStartSeq, strconv.FormatUint(start, 10))
+		setMeta(body, planner.MetaStartSeq, strconv.FormatUint(start, 10))
 	}
 	if held {
 		hold(body)
@@ -237,7 +215,7 @@ func createBody(want planner.ConsumerConfig, held bool, start uint64) map[string
 // hold pauses a lane config until apply resumes it, and marks it so.
 func hold(body map[string]json.RawMessage) {
 	body["pause_until"] = raw(heldUntil)
-	setMeta(body, MetaHeld, heldValue)
+	setMeta(body, planner.MetaHeld, heldValue)
 }
 
 // setMeta sets (or with "" removes) one metadata key of a config body.
@@ -258,7 +236,7 @@ func setMeta(body map[string]json.RawMessage, key, value string) {
 // isHeld reports whether apply itself paused this lane for a repartition:
 // its marker, or its pause date if apply stopped between the two.
 func isHeld(c jetstream.ConsumerConfig) bool {
-	return c.Metadata[MetaHeld] == heldValue || (c.PauseUntil != nil && c.PauseUntil.Equal(heldUntil))
+	return c.Metadata[planner.MetaHeld] == heldValue || (c.PauseUntil != nil && c.PauseUntil.Equal(heldUntil))
 }
 
 // backlog is what a lane still has to do: undelivered plus unacked.

@@ -208,7 +208,7 @@ func (x *executor) applyStream(ctx context.Context) error {
 	case ActionCreate:
 		body := toMap(x.d.plan.Stream)
 		sc.edit.onto(body)
-		if err := x.a.Write(ctx, "STREAM.CREATE."+x.stream, body, nil); err != nil {
+		if err := x.a.CreateStream(ctx, x.stream, body); err != nil {
 			return fmt.Errorf("creating stream %s: %w", x.stream, err)
 		}
 		x.res.StreamCreated = true
@@ -234,9 +234,9 @@ func (x *executor) applyStream(ctx context.Context) error {
 // from an older read would revert what others changed since. Nothing is
 // sent when the edit is already in place. It returns the stream as it was
 // before, and whether it changed.
-func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*streamInfo, bool, error) {
-	var info streamInfo
-	if err := x.a.Read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*jsapi.RawStreamInfo, bool, error) {
+	info, err := x.a.StreamInfoRaw(ctx, x.stream)
+	if err != nil {
 		return nil, false, fmt.Errorf("reading stream %s before updating it: %w", x.stream, err)
 	}
 	var body map[string]json.RawMessage
@@ -244,12 +244,12 @@ func (x *executor) updateStream(ctx context.Context, edit *streamEdit) (*streamI
 		return nil, false, err
 	}
 	if !edit.onto(body) {
-		return &info, false, nil
+		return info, false, nil
 	}
-	if err := x.a.Write(ctx, "STREAM.UPDATE."+x.stream, body, nil); err != nil {
+	if err := x.a.UpdateStream(ctx, x.stream, body); err != nil {
 		return nil, false, fmt.Errorf("updating stream %s: %w", x.stream, err)
 	}
-	return &info, true, nil
+	return info, true, nil
 }
 
 // applyLanes makes every planned lane as designed, many requests in flight.
@@ -284,7 +284,7 @@ func (x *executor) laneStep(ctx context.Context, l *LaneChange) error {
 		if l.Missing != nil {
 			return x.createMissing(ctx, l)
 		}
-		if err := x.createLane(ctx, l.want.Durable, createBody(l.want, l.Held, l.StartSeq)); err != nil {
+		if _, err := x.a.CreateConsumer(ctx, x.stream, l.want.Durable, createBody(l.want, l.Held, l.StartSeq)); err != nil {
 			return err
 		}
 		x.count(func(r *Result) {
@@ -333,12 +333,12 @@ func (x *executor) changeLane(ctx context.Context, name string, live jetstream.C
 		if err := x.pause(ctx, name, heldUntil); err != nil {
 			return err
 		}
-		setMeta(body, MetaHeld, heldValue)
+		setMeta(body, planner.MetaHeld, heldValue)
 	case ActionResume:
-		setMeta(body, MetaHeld, "")
+		setMeta(body, planner.MetaHeld, "")
 	}
 	if action == ActionUpdate || x.configDiffers(live, body) {
-		if err := x.updateLane(ctx, name, body); err != nil {
+		if _, err := x.a.UpdateConsumer(ctx, x.stream, name, body); err != nil {
 			return err
 		}
 	}
@@ -364,39 +364,12 @@ func (x *executor) configDiffers(live jetstream.ConsumerConfig, body map[string]
 
 // pause pauses a lane until a time, or resumes it (zero time).
 func (x *executor) pause(ctx context.Context, name string, until time.Time) error {
-	req := map[string]any{}
-	if !until.IsZero() {
-		req["pause_until"] = until
-	}
-	return x.a.Write(ctx, "CONSUMER.PAUSE."+x.stream+"."+name, req, nil)
-}
-
-func (x *executor) createLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
-	return x.putConsumer(ctx, name, cfg, "create", nil)
-}
-
-func (x *executor) updateLane(ctx context.Context, name string, cfg map[string]json.RawMessage) error {
-	return x.putConsumer(ctx, name, cfg, "update", nil)
-}
-
-// putConsumer creates or updates a consumer; action "create" fails if a
-// different one exists, "update" if none does, "" does either. The
-// server's answer is read into info when it is given.
-func (x *executor) putConsumer(ctx context.Context, name string, cfg map[string]json.RawMessage, action string, info *jetstream.ConsumerInfo) error {
-	req := map[string]any{"stream_name": x.stream, "config": cfg}
-	if action != "" {
-		req["action"] = action
-	}
-	var out any
-	if info != nil {
-		out = info
-	}
-	return x.a.Write(ctx, "CONSUMER.CREATE."+x.stream+"."+name, req, out)
+	return x.a.PauseConsumer(ctx, x.stream, name, until)
 }
 
 // deleteConsumer deletes a consumer; one already gone is fine.
 func (x *executor) deleteConsumer(ctx context.Context, name string) error {
-	err := x.a.Write(ctx, "CONSUMER.DELETE."+x.stream+"."+name, nil, nil)
+	err := x.a.DeleteConsumer(ctx, x.stream, name)
 	if jsapi.IsConsumerNotFound(err) {
 		return nil
 	}

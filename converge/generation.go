@@ -1,123 +1,21 @@
 package converge
 
 import (
-	"encoding/json"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// A generation is one partition count of a design: its partitioned
-// subjects carry the count (msgs.received_from.n8.3.alice), and so do its
-// lanes' names. A limits-retention stream keeps a generation's messages
-// after apply has drained and deleted its lanes, and a return to that
-// count (8 -> 16 -> 8) puts new lanes on the same subjects: they must start
-// after what the earlier lanes processed, or every old message is
-// delivered again, out of order.
-//
-// Apply records each use of a generation in the stream's metadata, one key
-// per design and generation (GenerationKey), so later runs and inspect know
-// where its lanes start and up to where its messages were processed.
-
-// MetaStartSeq is the lane metadata key with its generation's start
-// sequence: every lane of one use of a generation starts there.
-const MetaStartSeq = "lanes.start_seq"
-
-// metaGenerationPrefix starts the stream metadata key of a generation record.
-const metaGenerationPrefix = "lanes.generation."
-
-// GenerationRecord is what the stream's metadata says about one
-// generation of a design.
-type GenerationRecord struct {
-	// Subjects is the generation's stored subjects (msgs.received_from.n8.*.*).
-	Subjects string `json:"subjects"`
-	// StartSeq is where the lanes of its latest use start (0: at the
-	// beginning of the stream).
-	StartSeq uint64 `json:"start_seq,omitempty"`
-	// RetiredSeq: every message of the generation up to this stream
-	// sequence was processed by its lanes before apply deleted them (0: never
-	// retired).
-	RetiredSeq uint64 `json:"retired_seq,omitempty"`
-	// State is "active" from the start of a use until its retirement, then
-	// "retired". (The sequences alone cannot tell: a use during which
-	// nothing was published retires at its own start - 1.)
-	State string `json:"state,omitempty"`
-}
-
-// Generation record states.
-const (
-	GenerationActive  = "active"
-	GenerationRetired = "retired"
-)
-
-// Current reports whether the generation's latest use is still running.
-func (r GenerationRecord) Current() bool { return r.State == GenerationActive }
-
-// Retired reports whether apply drained and deleted the generation's lanes
-// since it was last used.
-func (r GenerationRecord) Retired() bool { return r.State == GenerationRetired }
-
-// GenerationKey is the stream metadata key of a design's generation record.
-func GenerationKey(design string, partitions int) string {
-	return metaGenerationPrefix + design + "." + planner.Generation(partitions)
-}
-
-// Generations reads the generation records of every design from stream
-// metadata: design -> partition count -> record. Unreadable values are
-// skipped (another tool's keys).
-func Generations(meta map[string]string) map[string]map[int]GenerationRecord {
-	out := map[string]map[int]GenerationRecord{}
-	for k, v := range meta {
-		rest, ok := strings.CutPrefix(k, metaGenerationPrefix)
-		if !ok {
-			continue
-		}
-		i := strings.LastIndex(rest, ".n")
-		if i <= 0 {
-			continue
-		}
-		n, err := strconv.Atoi(rest[i+2:])
-		var rec GenerationRecord
-		if err != nil || n <= 0 || json.Unmarshal([]byte(v), &rec) != nil {
-			continue
-		}
-		design := rest[:i]
-		if out[design] == nil {
-			out[design] = map[int]GenerationRecord{}
-		}
-		out[design][n] = rec
-	}
-	return out
-}
-
-// merge folds an update into a record: subjects, start and state are
-// replaced when given, the retirement only moves forward.
-func (r GenerationRecord) merge(u GenerationRecord) GenerationRecord {
-	if u.Subjects != "" {
-		r.Subjects = u.Subjects
-	}
-	if u.StartSeq != 0 {
-		r.StartSeq = u.StartSeq
-	}
-	if u.State != "" {
-		r.State = u.State
-	}
-	r.RetiredSeq = max(r.RetiredSeq, u.RetiredSeq)
-	return r
-}
-
-func (r GenerationRecord) String() string {
-	b, _ := json.Marshal(r)
-	return string(b)
-}
+// Where a generation's new lanes start: apply records each use of a
+// generation in the stream's metadata (planner.GenerationRecord), and each
+// lane its start (planner.MetaStartSeq).
 
 // laneStartSeq is the generation start a lane was created with, 0 when
 // it has none.
 func laneStartSeq(c jetstream.ConsumerConfig) uint64 {
-	v, _ := strconv.ParseUint(c.Metadata[MetaStartSeq], 10, 64)
+	v, _ := strconv.ParseUint(c.Metadata[planner.MetaStartSeq], 10, 64)
 	return v
 }
 
@@ -170,11 +68,11 @@ func (d *Diff) generationStart(inv *inventory, rp *repartitionState) uint64 {
 }
 
 // generationRecord is the live record of one of this design's generations.
-func (d *Diff) generationRecord(n int) GenerationRecord {
+func (d *Diff) generationRecord(n int) planner.GenerationRecord {
 	if d.live.Stream == nil {
-		return GenerationRecord{}
+		return planner.GenerationRecord{}
 	}
-	return Generations(d.live.Stream.Metadata)[d.Design][n]
+	return planner.Generations(d.live.Stream.Metadata)[d.Design][n]
 }
 
 // retention is the stream's retention policy, live or planned.

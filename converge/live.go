@@ -37,16 +37,8 @@ type LiveStream struct {
 	LastSeq  uint64
 }
 
-type streamInfo struct {
-	Config json.RawMessage `json:"config"`
-	State  struct {
-		Messages uint64 `json:"messages"`
-		LastSeq  uint64 `json:"last_seq"`
-	} `json:"state"`
-}
-
-func (info *streamInfo) live() (*LiveStream, error) {
-	ls := &LiveStream{Messages: info.State.Messages, LastSeq: info.State.LastSeq}
+func liveStream(info *jsapi.RawStreamInfo) (*LiveStream, error) {
+	ls := &LiveStream{Messages: info.State.Msgs, LastSeq: info.State.LastSeq}
 	var meta struct {
 		Metadata map[string]string `json:"metadata"`
 	}
@@ -66,8 +58,7 @@ func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error)
 	ctx, cancel := a.Guard(ctx)
 	defer cancel()
 	live := &Live{Consumers: jsapi.Empty(), Topology: TopologyOf(conn)}
-	var info streamInfo
-	err := a.Read(ctx, "STREAM.INFO."+stream, nil, &info)
+	info, err := a.StreamInfoRaw(ctx, stream)
 	live.Requests++
 	if jsapi.IsStreamNotFound(err) {
 		return live, nil
@@ -75,7 +66,7 @@ func Read(ctx context.Context, conn *connect.Conn, stream string) (*Live, error)
 	if err != nil {
 		return nil, err
 	}
-	ls, err := info.live()
+	ls, err := liveStream(info)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // TestApplyMissingLaneRecorded: a lane deleted by hand, against a real
@@ -93,7 +94,7 @@ func TestApplyMissingLaneRecorded(t *testing.T) {
 		t.Fatalf("%+v %+v", m, res)
 	}
 	info := consumerInfo(t, js, "ORDERS", lane)
-	if info.Config.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || info.Config.OptStartSeq != m.RestartSeq || info.Config.Metadata[converge.MetaStartSeq] != "" {
+	if info.Config.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || info.Config.OptStartSeq != m.RestartSeq || info.Config.Metadata[planner.MetaStartSeq] != "" {
 		t.Fatalf("the lane starts at %s %d, metadata %v: want its position, and no generation start of its own", info.Config.DeliverPolicy, info.Config.OptStartSeq, info.Config.Metadata)
 	}
 	if got := take(8); !slices.Equal(got, stored[6:]) {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 // recreate replaces a lane whose change the server forbids, keeping its
@@ -41,11 +42,11 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 	ph := l.placeholder
 	if ph == nil {
 		cfg := x.placeholderConfig(l, l.Position.StartSeq, operatorPause)
-		var info jetstream.ConsumerInfo
-		if err := x.putConsumer(ctx, placeholderName(l.Name), cfg, "", &info); err != nil {
+		info, err := x.a.CreateOrUpdateConsumer(ctx, x.stream, placeholderName(l.Name), cfg)
+		if err != nil {
 			return fmt.Errorf("recording the recreate: %w", err)
 		}
-		ph = &info
+		ph = info
 	}
 	if operatorPause == nil && !isHeld(l.live.Config) {
 		until := time.Now().Add(x.recreatePause())
@@ -128,13 +129,13 @@ const settleWait = 2 * time.Second
 func (x *executor) settled(ctx context.Context, name string) (*jetstream.ConsumerInfo, error) {
 	deadline := time.Now().Add(settleWait)
 	for {
-		var info jetstream.ConsumerInfo
-		if err := x.a.Read(ctx, "CONSUMER.INFO."+x.stream+"."+name, nil, &info); err != nil {
+		info, err := x.a.ConsumerInfo(ctx, x.stream, name)
+		if err != nil {
 			return nil, fmt.Errorf("reading its position: %w", err)
 		}
 		quiet := info.Paused && (info.NumAckPending == 0 || info.NumWaiting == 0)
 		if quiet || !time.Now().Before(deadline) {
-			return &info, nil
+			return info, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -147,13 +148,14 @@ func (x *executor) settled(ctx context.Context, name string) (*jetstream.Consume
 // recordStart writes the exact start into the placeholder's metadata.
 func (x *executor) recordStart(ctx context.Context, ph *jetstream.ConsumerInfo, start uint64) error {
 	meta := ph.Config.Metadata
-	if meta[MetaRecreateExact] == "true" && meta[MetaRecreateStartSeq] == strconv.FormatUint(start, 10) {
+	if meta[planner.MetaRecreateExact] == "true" && meta[planner.MetaRecreateStartSeq] == strconv.FormatUint(start, 10) {
 		return nil
 	}
 	body := toMap(ph.Config)
-	setMeta(body, MetaRecreateStartSeq, strconv.FormatUint(start, 10))
-	setMeta(body, MetaRecreateExact, "true")
-	return x.putConsumer(ctx, ph.Name, body, "update", nil)
+	setMeta(body, planner.MetaRecreateStartSeq, strconv.FormatUint(start, 10))
+	setMeta(body, planner.MetaRecreateExact, "true")
+	_, err := x.a.UpdateConsumer(ctx, x.stream, ph.Name, body)
+	return err
 }
 
 // maxRedeliveredLookups bounds the message lookups naming what a
@@ -188,8 +190,8 @@ func (x *executor) redelivered(ctx context.Context, filter string, start, delive
 func (x *executor) createAt(ctx context.Context, name string, body map[string]json.RawMessage) error {
 	const attempts = 3
 	for i := 1; ; i++ {
-		var info jetstream.ConsumerInfo
-		if err := x.putConsumer(ctx, name, body, "create", &info); err != nil {
+		info, err := x.a.CreateConsumer(ctx, x.stream, name, body)
+		if err != nil {
 			return err
 		}
 		if info.Delivered.Consumer == 0 && info.NumAckPending == 0 {
@@ -220,7 +222,7 @@ func pausedNow(c jetstream.ConsumerConfig) bool {
 // from the lane itself (not a repartition hold, which is apply's own).
 func (l *LaneChange) operatorPause() *time.Time {
 	if l.placeholder != nil {
-		t, err := time.Parse(time.RFC3339Nano, l.placeholder.Config.Metadata[MetaRecreatePauseTill])
+		t, err := time.Parse(time.RFC3339Nano, l.placeholder.Config.Metadata[planner.MetaRecreatePauseTill])
 		if err != nil || !t.After(time.Now()) {
 			return nil
 		}
@@ -236,10 +238,10 @@ func (l *LaneChange) operatorPause() *time.Time {
 // recreate (its record says apply paused it, and it is paused, not held,
 // not at the operator's own pause).
 func appPaused(ph *jetstream.ConsumerInfo, c jetstream.ConsumerConfig) bool {
-	if ph == nil || ph.Config.Metadata[MetaRecreatePaused] != "true" || !pausedNow(c) || isHeld(c) {
+	if ph == nil || ph.Config.Metadata[planner.MetaRecreatePaused] != "true" || !pausedNow(c) || isHeld(c) {
 		return false
 	}
-	op, err := time.Parse(time.RFC3339Nano, ph.Config.Metadata[MetaRecreatePauseTill])
+	op, err := time.Parse(time.RFC3339Nano, ph.Config.Metadata[planner.MetaRecreatePauseTill])
 	return err != nil || !c.PauseUntil.Equal(op)
 }
 
@@ -248,15 +250,15 @@ func appPaused(ph *jetstream.ConsumerInfo, c jetstream.ConsumerConfig) bool {
 // stream, the lane's own from its position on.
 func (x *executor) placeholderConfig(l *LaneChange, start uint64, operatorPause *time.Time) map[string]json.RawMessage {
 	meta := map[string]string{
-		MetaRecreateLane:     l.Name,
-		MetaRecreateDesign:   x.d.Design,
-		MetaRecreateStartSeq: strconv.FormatUint(start, 10),
-		MetaRecreateChange:   immutableSummary(l.Changes),
+		planner.MetaRecreateLane:     l.Name,
+		planner.MetaRecreateDesign:   x.d.Design,
+		planner.MetaRecreateStartSeq: strconv.FormatUint(start, 10),
+		planner.MetaRecreateChange:   immutableSummary(l.Changes),
 	}
 	if operatorPause != nil {
-		meta[MetaRecreatePauseTill] = operatorPause.Format(time.RFC3339Nano)
+		meta[planner.MetaRecreatePauseTill] = operatorPause.Format(time.RFC3339Nano)
 	} else if !isHeld(l.live.Config) {
-		meta[MetaRecreatePaused] = "true"
+		meta[planner.MetaRecreatePaused] = "true"
 	}
 	cfg := map[string]any{
 		"durable_name":   placeholderName(l.Name),

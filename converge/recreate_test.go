@@ -181,8 +181,8 @@ func TestRecreateFinishFromRecord(t *testing.T) {
 	if _, err := js.CreateConsumer(ctx, p.Stream.Name, jetstream.ConsumerConfig{
 		Durable: lane + "-recreate", FilterSubject: p.Consumers[0].FilterSubject + ".lanes-recreate", AckPolicy: jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverNewPolicy,
-		Metadata: map[string]string{converge.MetaRecreateLane: lane, converge.MetaRecreateDesign: "orders",
-			converge.MetaRecreateStartSeq: fmt.Sprint(seqs[2])},
+		Metadata: map[string]string{planner.MetaRecreateLane: lane, planner.MetaRecreateDesign: "orders",
+			planner.MetaRecreateStartSeq: fmt.Sprint(seqs[2])},
 	}); err != nil {
 		t.Fatal(err)
 	}

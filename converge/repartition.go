@@ -68,11 +68,10 @@ func (x *executor) switchMapping(ctx context.Context) error {
 		return err
 	}
 	x.res.MappingSwitched = true
-	var after streamInfo
 	var cfg planner.StreamConfig
 	_ = json.Unmarshal(before.Config, &cfg)
 	if cfg.Replicas > 1 {
-		if err := x.a.Read(ctx, "STREAM.INFO."+x.stream, nil, &after); err == nil && after.State.LastSeq != before.State.LastSeq {
+		if after, err := x.a.StreamInfoRaw(ctx, x.stream); err == nil && after.State.LastSeq != before.State.LastSeq {
 			x.res.Warnings = append(x.res.Warnings, fmt.Sprintf(
 				"messages were published while the mapping of this %d-replica stream switched (stream sequences %d..%d): their replicas may disagree on their partition; check those keys' order",
 				cfg.Replicas, before.State.LastSeq+1, after.State.LastSeq))
@@ -125,8 +124,8 @@ func (x *executor) waitDrained(ctx context.Context) (*jsapi.Listing, uint64, err
 	confirmed := 0
 	var processed uint64
 	for {
-		var info streamInfo
-		if err := x.a.Read(ctx, "STREAM.INFO."+x.stream, nil, &info); err != nil {
+		info, err := x.a.StreamInfoRaw(ctx, x.stream)
+		if err != nil {
 			return nil, 0, err
 		}
 		listing, err := x.a.List(ctx, x.stream)
@@ -183,11 +182,11 @@ func (x *executor) retireOld(ctx context.Context, l *jsapi.Listing, processed ui
 	edit := &streamEdit{}
 	for _, ci := range lanes {
 		tag, _ := planner.TagOf(ci.Config.Metadata)
-		key := GenerationKey(x.d.Design, tag.Partitions)
+		key := planner.GenerationKey(x.d.Design, tag.Partitions)
 		if _, done := edit.generations[key]; done {
 			continue
 		}
-		rec := GenerationRecord{RetiredSeq: processed, State: GenerationRetired}
+		rec := planner.GenerationRecord{RetiredSeq: processed, State: planner.GenerationRetired}
 		if layout, err := planner.ParseLayout(tag.Source, tag.Destination); err == nil {
 			rec.Subjects = layout.Pattern()
 		}

@@ -53,7 +53,7 @@ func TestRepartitionKeepsOrder(t *testing.T) {
 	for name := range names.Name() {
 		n++
 		info := consumerInfo(t, js, p6.Stream.Name, name)
-		if info.Config.Metadata[planner.MetaPartitions] != "6" || info.Paused || info.Config.Metadata[converge.MetaHeld] != "" {
+		if info.Config.Metadata[planner.MetaPartitions] != "6" || info.Paused || info.Config.Metadata[planner.MetaHeld] != "" {
 			t.Fatalf("after the repartition %s: paused=%v metadata=%v", name, info.Paused, info.Config.Metadata)
 		}
 	}
@@ -86,7 +86,7 @@ func TestRepartitionDrainTimeoutResumes(t *testing.T) {
 	}
 	oc.publish(30) // published after the switch: they wait in the held n3 lanes
 	for _, l := range mustPlan(t, design(3)).Consumers {
-		if info := consumerInfo(t, js, p3.Stream.Name, l.Durable); !info.Paused || info.Config.Metadata[converge.MetaHeld] != "repartition" {
+		if info := consumerInfo(t, js, p3.Stream.Name, l.Durable); !info.Paused || info.Config.Metadata[planner.MetaHeld] != "repartition" {
 			t.Fatalf("%s not held: %+v", l.Durable, info.Config)
 		}
 	}

@@ -165,9 +165,9 @@ func (d *Diff) recordGeneration(edit *streamEdit) {
 	if rec.StartSeq == start && rec.Current() && rec.Subjects == d.plan.Layout.Pattern() {
 		return
 	}
-	key := GenerationKey(d.Design, n)
-	edit.generation(key, GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start, State: GenerationActive})
-	change := FieldChange{Field: "metadata." + key, Old: orNull(nil), New: raw(rec.merge(edit.generations[key]).String())}
+	key := planner.GenerationKey(d.Design, n)
+	edit.generation(key, planner.GenerationRecord{Subjects: d.plan.Layout.Pattern(), StartSeq: start, State: planner.GenerationActive})
+	change := FieldChange{Field: "metadata." + key, Old: orNull(nil), New: raw(rec.Merge(edit.generations[key]).String())}
 	if d.live.Stream != nil && d.live.Stream.Metadata[key] != "" {
 		change.Old = raw(d.live.Stream.Metadata[key])
 	}
@@ -278,18 +278,18 @@ type streamEdit struct {
 	subjects     []string                  // added unless a live subject covers them
 	maxConsumers int                       // raised to at least this, never lowered
 	transform    *planner.SubjectTransform // set when not nil
-	generations  map[string]GenerationRecord
+	generations  map[string]planner.GenerationRecord
 }
 
 func (e *streamEdit) empty() bool {
 	return e == nil || len(e.subjects) == 0 && e.maxConsumers == 0 && e.transform == nil && len(e.generations) == 0
 }
 
-func (e *streamEdit) generation(key string, rec GenerationRecord) {
+func (e *streamEdit) generation(key string, rec planner.GenerationRecord) {
 	if e.generations == nil {
-		e.generations = map[string]GenerationRecord{}
+		e.generations = map[string]planner.GenerationRecord{}
 	}
-	e.generations[key] = e.generations[key].merge(rec)
+	e.generations[key] = e.generations[key].Merge(rec)
 }
 
 // onto applies the edit to a stream config in API form and reports
@@ -331,9 +331,9 @@ func (e *streamEdit) onto(body map[string]json.RawMessage) bool {
 		}
 		differs := false
 		for k, rec := range e.generations {
-			var old GenerationRecord
+			var old planner.GenerationRecord
 			_ = json.Unmarshal([]byte(meta[k]), &old)
-			if v := old.merge(rec).String(); v != meta[k] {
+			if v := old.Merge(rec).String(); v != meta[k] {
 				meta[k], differs = v, true
 			}
 		}

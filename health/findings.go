@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -583,12 +582,12 @@ func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64)
 	type gen struct {
 		design string
 		n      int
-		rec    converge.GenerationRecord
+		rec    planner.GenerationRecord
 		msgs   uint64
 		subs   int
 	}
 	var gens []*gen
-	for design, recs := range converge.Generations(info.Config.Metadata) {
+	for design, recs := range planner.Generations(info.Config.Metadata) {
 		for n, rec := range recs {
 			if rec.Retired() && rec.Subjects != "" {
 				gens = append(gens, &gen{design: design, n: n, rec: rec})
@@ -635,7 +634,7 @@ func (j *judge) retired(info *jetstream.StreamInfo, unmatched map[string]uint64)
 				g.msgs, g.subs, g.design, planner.Generation(g.n), g.rec.Subjects, g.rec.RetiredSeq),
 			Advice: fmt.Sprintf("they only take space until the stream's limits remove them; to remove them now (never a message stored after the retirement): nats stream purge %s --subject '%s' --seq %d",
 				j.report.Stream, g.rec.Subjects, g.rec.RetiredSeq+1)}
-		if m, ok := j.afterRetirement[converge.GenerationKey(g.design, g.n)]; ok {
+		if m, ok := j.afterRetirement[planner.GenerationKey(g.design, g.n)]; ok {
 			f.Severity = Warning
 			f.Message += fmt.Sprintf("; but message(s) stored after it, the first at seq %d (%s), published around the mapping or by a server still mapping to %s, were processed by nobody",
 				m.Seq, planner.Printable(m.Subject, 200), planner.Generation(g.n))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/jsapi"
@@ -444,8 +443,8 @@ func TestJudgeFindings(t *testing.T) {
 				b.store("gen.received_from.n4.1.alice", time.Hour)
 				b.store("gen.received_from.n4.3.bob", time.Hour)
 				b.store("gen.received_from.stray", 0)
-				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
-				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+				rec, _ := json.Marshal(planner.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: planner.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{planner.GenerationKey("gen", 4): string(rec)}
 			},
 			want:     []string{"warning unpartitioned", "info retired"},
 			contains: []string{"1 message(s) on 1 subject(s)", "gen.received_from.stray"},
@@ -456,8 +455,8 @@ func TestJudgeFindings(t *testing.T) {
 			snap: func(b *build) {
 				b.store("gen.received_from.n4.1.alice", time.Hour)
 				b.store("gen.received_from.n4.3.bob", time.Hour)
-				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
-				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
+				rec, _ := json.Marshal(planner.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: planner.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{planner.GenerationKey("gen", 4): string(rec)}
 			},
 			want:     []string{"info retired"},
 			contains: []string{"2 message(s) on 2 subject(s) of design gen's retired generation n4", "processed every message up to stream sequence 2"},
@@ -470,9 +469,9 @@ func TestJudgeFindings(t *testing.T) {
 				b.store("gen.received_from.n4.1.alice", time.Hour)
 				b.store("gen.received_from.n4.3.bob", time.Hour)
 				late := b.store("gen.received_from.n4.0.carol", time.Minute)
-				rec, _ := json.Marshal(converge.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: converge.GenerationRetired})
-				b.s.Info.Config.Metadata = map[string]string{converge.GenerationKey("gen", 4): string(rec)}
-				b.s.AfterRetirement = map[string]jsapi.Msg{converge.GenerationKey("gen", 4): late}
+				rec, _ := json.Marshal(planner.GenerationRecord{Subjects: "gen.received_from.n4.*.*", RetiredSeq: 2, State: planner.GenerationRetired})
+				b.s.Info.Config.Metadata = map[string]string{planner.GenerationKey("gen", 4): string(rec)}
+				b.s.AfterRetirement = map[string]jsapi.Msg{planner.GenerationKey("gen", 4): late}
 			},
 			want:     []string{"warning retired"},
 			contains: []string{"3 message(s) on 3 subject(s)", "stored after it, the first at seq 3 (gen.received_from.n4.0.carol)", "processed by nobody"},
@@ -566,7 +565,7 @@ func TestJudgeFindings(t *testing.T) {
 			snap: func(b *build) {
 				for i := range 2 {
 					b.lane(i).Paused = true
-					b.lane(i).Config.Metadata[health.MetaHeld] = "repartition"
+					b.lane(i).Config.Metadata[planner.MetaHeld] = "repartition"
 				}
 				b.backlog(0, 2, time.Hour)
 			},
@@ -641,7 +640,7 @@ func TestJudgeFindings(t *testing.T) {
 				b.lanesOf(natstest.Plan(b.t, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount }), 5)
 				for _, ci := range b.s.Consumers.Consumers {
 					if strings.Contains(ci.Name, "-n8-") {
-						ci.Config.Metadata[health.MetaHeld] = "repartition"
+						ci.Config.Metadata[planner.MetaHeld] = "repartition"
 						ci.Paused = true
 					}
 				}
@@ -897,7 +896,7 @@ func TestJudgeGenerations(t *testing.T) {
 	for _, c := range next.Consumers {
 		var cc jetstream.ConsumerConfig
 		natstest.Convert(t, c, &cc)
-		cc.Metadata[health.MetaHeld] = "repartition"
+		cc.Metadata[planner.MetaHeld] = "repartition"
 		b.add(cc).Paused = true
 	}
 	b.s.Info.Config.SubjectTransform.Destination = next.Mapping.Destination // switched

@@ -268,7 +268,7 @@ func newLane(ci *jetstream.ConsumerInfo, filter, design string, partition, parti
 		At:        ci.TimeStamp,
 		AckPolicy: ackPolicyName(c.AckPolicy), AckWait: c.AckWait, MaxDeliver: c.MaxDeliver,
 		Durable: c.Durable != "", InactiveThreshold: c.InactiveThreshold,
-		Paused: ci.Paused, PauseRemaining: ci.PauseRemaining, Held: c.Metadata[MetaHeld],
+		Paused: ci.Paused, PauseRemaining: ci.PauseRemaining, Held: c.Metadata[planner.MetaHeld],
 	}
 	l.Backlog = l.Pending + uint64(max(l.AckPending, 0))
 	if ci.Delivered.Last != nil {
@@ -305,9 +305,6 @@ func ackPolicyName(p jetstream.AckPolicy) string {
 	}
 	return strings.Trim(string(b), `"`)
 }
-
-// MetaHeld marks lanes apply keeps paused during a repartition.
-const MetaHeld = "lanes.held"
 
 var laneName = regexp.MustCompile(`^(.+)-n([0-9]+)-([0-9]+)$`)
 

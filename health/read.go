@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
@@ -77,7 +76,7 @@ type Snapshot struct {
 	Subjects       map[string]uint64
 	SubjectsFailed string
 	// AfterRetirement is, by generation record key
-	// (converge.GenerationKey), the first message stored under a retired
+	// (planner.GenerationKey), the first message stored under a retired
 	// generation's subjects after its retirement, which no lane processed
 	// (read with the subject list); a generation without one is absent,
 	// as is one whose lookup did not finish.
@@ -258,7 +257,7 @@ func (rd *reader) afterRetirement(ctx context.Context, info *jetstream.StreamInf
 	var mu sync.Mutex
 	found := map[string]jsapi.Msg{}
 	var g errgroup.Group
-	for design, recs := range converge.Generations(info.Config.Metadata) {
+	for design, recs := range planner.Generations(info.Config.Metadata) {
 		for n, rec := range recs {
 			if !rec.Retired() || rec.Subjects == "" {
 				continue
@@ -267,7 +266,7 @@ func (rd *reader) afterRetirement(ctx context.Context, info *jetstream.StreamInf
 				m, err := rd.api.NextMsg(ctx, rd.o.Stream, rec.RetiredSeq+1, rec.Subjects, info.Config.AllowDirect)
 				if err == nil {
 					mu.Lock()
-					found[converge.GenerationKey(design, n)] = *m
+					found[planner.GenerationKey(design, n)] = *m
 					mu.Unlock()
 				}
 				return nil

@@ -134,7 +134,7 @@ func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := converge.Generations(s.CachedInfo().Config.Metadata)["orders"][4]
+			rec := planner.Generations(s.CachedInfo().Config.Metadata)["orders"][4]
 			if !rec.Retired() || rec.Subjects != "msgs.received_from.n4.*.*" {
 				t.Fatalf("generation record %+v", rec)
 			}

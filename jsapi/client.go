@@ -1,12 +1,15 @@
 // Package jsapi is how lanes talks to the JetStream API: one request path
 // (the connection's deadline on every request, and a request that fails at
 // once when the server reports a permissions violation), one error type for
-// the API's answers (Error, with IsStreamNotFound and friends), and one
-// consumer lister that keeps what a cluster could not report.
+// the API's answers (Error, with IsStreamNotFound and friends), one
+// consumer lister that keeps what a cluster could not report, and a typed
+// method for each request lanes makes (streams, consumers, message
+// lookups).
 //
-// converge, health and work use it (simulate's live run is to); the jetstream
-// client package remains for what it does well (KV buckets, publishing,
-// pulling), and its API errors are read through As.
+// No other package builds an API subject (docs/ARCHITECTURE.md names the
+// exceptions left). The jetstream client package remains for what it does
+// well (KV buckets, publishing, pulling), and its API errors are read
+// through As.
 package jsapi
 
 import (
@@ -151,13 +154,10 @@ func (c *Client) decode(api string, data []byte, out any) error {
 }
 
 // apiError is an error answer; a cluster without a leader is said in
-// words (connect.Unavailable), still carrying the answer.
+// words (connect.NoLeader), still carrying the answer.
 func (c *Client) apiError(e *Error) error {
 	if e.ErrCode == CodeClusterNotAvailable {
-		if u := connect.Unavailable(c.conn.Server, e.clientError()); u != nil {
-			u.Err = e
-			return u
-		}
+		return connect.NoLeader(c.conn.Server, e)
 	}
 	return e
 }

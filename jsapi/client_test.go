@@ -136,6 +136,12 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 	if !jsapi.IsUnavailable(err) || !jsapi.HasCode(err, jsapi.CodeClusterNotAvailable) {
 		t.Fatalf("the answer is lost: %#v", err)
 	}
+	// The same answer through the jetstream package (KV buckets, the
+	// account check) is the same error once connect classifies it.
+	_, err = conn.JS.AccountInfo(context.Background())
+	if ce := conn.Classify(context.Background(), err); ce.Kind != connect.KindUnavailable || !jsapi.HasCode(ce, jsapi.CodeClusterNotAvailable) {
+		t.Fatalf("through the jetstream package: %#v", ce)
+	}
 }
 
 // TestNextMsgAndSubjects: the head of a filter by direct get and by

@@ -92,9 +92,3 @@ func Answered(err error) bool {
 	_, ok := As(err)
 	return ok
 }
-
-// clientError is e in the jetstream package's form, for connect's
-// classification of a leaderless cluster.
-func (e *Error) clientError() *jetstream.APIError {
-	return &jetstream.APIError{Code: e.Code, ErrorCode: jetstream.ErrorCode(e.ErrCode), Description: e.Description}
-}

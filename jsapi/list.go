@@ -198,12 +198,11 @@ const deleted = "\x00deleted"
 // not: "" when no answer came in time, deleted for a consumer gone since,
 // else the server's description.
 func (c *Client) consumerInfo(ctx context.Context, stream, name string) (*jetstream.ConsumerInfo, string) {
-	var info jetstream.ConsumerInfo
-	err := c.Read(ctx, "CONSUMER.INFO."+stream+"."+name, nil, &info)
+	info, err := c.ConsumerInfo(ctx, stream, name)
 	e, answered := As(err)
 	switch {
 	case err == nil:
-		return &info, ""
+		return info, ""
 	case !answered:
 		return nil, ""
 	case e.ErrCode == CodeConsumerNotFound:
@@ -214,17 +213,29 @@ func (c *Client) consumerInfo(ctx context.Context, stream, name string) (*jetstr
 
 // Names reads the names of stream's consumers (CONSUMER.NAMES, paged).
 func (c *Client) Names(ctx context.Context, stream string) ([]string, error) {
+	return c.names(ctx, "CONSUMER.NAMES."+stream, "")
+}
+
+// names reads a paged list of names (CONSUMER.NAMES, STREAM.NAMES), of
+// the streams that store subject when it is not "".
+func (c *Client) names(ctx context.Context, api, subject string) ([]string, error) {
 	var names []string
 	for {
 		var page struct {
 			Total     int      `json:"total"`
 			Consumers []string `json:"consumers"`
+			Streams   []string `json:"streams"`
 		}
-		if err := c.Read(ctx, "CONSUMER.NAMES."+stream, offsetRequest{len(names)}, &page); err != nil {
+		req := struct {
+			Offset  int    `json:"offset"`
+			Subject string `json:"subject,omitempty"`
+		}{len(names), subject}
+		if err := c.Read(ctx, api, req, &page); err != nil {
 			return nil, err
 		}
-		names = append(names, page.Consumers...)
-		if len(page.Consumers) == 0 || len(names) >= page.Total {
+		got := append(page.Consumers, page.Streams...)
+		names = append(names, got...)
+		if len(got) == 0 || len(names) >= page.Total {
 			return names, nil
 		}
 	}

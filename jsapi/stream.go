@@ -2,6 +2,7 @@ package jsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,6 +18,66 @@ func (c *Client) StreamInfo(ctx context.Context, stream string) (*jetstream.Stre
 		return nil, err
 	}
 	return &info, nil
+}
+
+// RawStreamInfo is a stream's info with its config as the server wrote
+// it: every field, also those the jetstream package does not know, for an
+// update that sends the config back (a stream update replaces all of it).
+type RawStreamInfo struct {
+	Config json.RawMessage       `json:"config"`
+	State  jetstream.StreamState `json:"state"`
+}
+
+// StreamInfoRaw reads a stream's config, as it is, and its state
+// (STREAM.INFO).
+func (c *Client) StreamInfoRaw(ctx context.Context, stream string) (*RawStreamInfo, error) {
+	var info RawStreamInfo
+	if err := c.Read(ctx, "STREAM.INFO."+stream, nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// CreateStream creates stream name (STREAM.CREATE). config is sent as it
+// is: a planner.StreamConfig, or a map of the fields to send.
+func (c *Client) CreateStream(ctx context.Context, name string, config any) error {
+	return c.Write(ctx, "STREAM.CREATE."+name, config, nil)
+}
+
+// UpdateStream replaces the config of stream name (STREAM.UPDATE): a
+// field left out takes its default. Send a config built from a fresh read
+// (StreamInfoRaw), or what others changed since is reverted; there is no
+// compare-and-set.
+func (c *Client) UpdateStream(ctx context.Context, name string, config any) error {
+	return c.Write(ctx, "STREAM.UPDATE."+name, config, nil)
+}
+
+// DeleteStream deletes stream name and its consumers (STREAM.DELETE). One
+// that does not exist is an error IsStreamNotFound.
+func (c *Client) DeleteStream(ctx context.Context, name string) error {
+	return c.Write(ctx, "STREAM.DELETE."+name, nil, nil)
+}
+
+// StreamNames reads the names of the account's streams (STREAM.NAMES,
+// paged): every one, or those that store subject when it is not "".
+func (c *Client) StreamNames(ctx context.Context, subject string) ([]string, error) {
+	return c.names(ctx, "STREAM.NAMES", subject)
+}
+
+// StreamBySubject names the stream that stores subject (one STREAM.NAMES
+// request). When none does, the error is IsStreamNotFound.
+func (c *Client) StreamBySubject(ctx context.Context, subject string) (string, error) {
+	if subject == "" {
+		return "", errors.New("no subject given") // the server would list every stream
+	}
+	names, err := c.StreamNames(ctx, subject)
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		return "", &Error{Code: 404, ErrCode: CodeStreamNotFound, Description: "no stream stores " + subject}
+	}
+	return names[0], nil
 }
 
 // Subjects reads how many messages a stream holds per subject matching

@@ -7,16 +7,6 @@ import (
 	"time"
 )
 
-// Metadata keys that tag a consumer as a lane. Other commands and other tools
-// find lanes by these, not by naming conventions.
-const (
-	MetaDesign      = "lanes.design"
-	MetaPartition   = "lanes.partition"
-	MetaPartitions  = "lanes.partitions"
-	MetaSource      = "lanes.source"
-	MetaDestination = "lanes.destination"
-)
-
 // Plan is the complete, reviewable result of planning: everything apply
 // will converge a server to, and everything plan prints.
 type Plan struct {
