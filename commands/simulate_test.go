@@ -14,8 +14,8 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/live"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
@@ -244,13 +244,13 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 	t.Setenv("NATS_URL", "") // no server named: the live runner is to embed one
 	t.Setenv("NATS_CONTEXT", "")
 	var got live.Options
-	defer func(f func(context.Context, live.Options) ([]record.Result, error)) { runLive = f }(runLive)
-	runLive = func(ctx context.Context, req live.Options) ([]record.Result, error) {
+	defer func(f func(context.Context, live.Options) ([]judge.Result, error)) { runLive = f }(runLive)
+	runLive = func(ctx context.Context, req live.Options) ([]judge.Result, error) {
 		got = req
 		req.Progress("lanes", 1, 2)
-		var out []record.Result
+		var out []judge.Result
 		for _, s := range req.Strategies {
-			out = append(out, record.Result{Strategy: s.Name, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
+			out = append(out, judge.Result{Strategy: s.Name, Partitions: 8, Messages: len(req.Workload.Messages), Throughput: 42, FinalStateCorrect: true})
 		}
 		return out, nil
 	}
@@ -271,9 +271,9 @@ func TestSimulateLiveShowsModelBeside(t *testing.T) {
 
 // Ctrl-C during a live run still prints what was measured, then exits 130.
 func TestSimulateLiveInterruptedStillReports(t *testing.T) {
-	defer func(f func(context.Context, live.Options) ([]record.Result, error)) { runLive = f }(runLive)
-	runLive = func(ctx context.Context, req live.Options) ([]record.Result, error) {
-		return []record.Result{{Strategy: "single", Messages: 1000, Completed: 400, Throughput: 99}}, context.Canceled
+	defer func(f func(context.Context, live.Options) ([]judge.Result, error)) { runLive = f }(runLive)
+	runLive = func(ctx context.Context, req live.Options) ([]judge.Result, error) {
+		return []judge.Result{{Strategy: "single", Messages: 1000, Completed: 400, Throughput: 99}}, context.Canceled
 	}
 	code, out, _ := simMain(t, "simulate", "--live")
 	if code != ExitInterrupted || !strings.Contains(out, "99.0/s") {

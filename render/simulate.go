@@ -10,8 +10,8 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim"
 	"github.com/lanes-dev/lanes/sim/figure"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
@@ -135,28 +135,28 @@ func liveTable(w io.Writer, results []sim.StrategyResult) error {
 	t := newTable(w, headers...)
 	rows := []struct {
 		name string
-		f    func(record.Result) string
+		f    func(judge.Result) string
 	}{
-		{"throughput", func(r record.Result) string { return figure.Rate(r.Throughput) }},
-		{"latency p50", func(r record.Result) string { return figure.Millis(r.LatencyP50ms) }},
-		{"latency p99", func(r record.Result) string { return figure.Millis(r.LatencyP99ms) }},
-		{"latency max", func(r record.Result) string { return figure.Millis(r.LatencyMaxms) }},
-		{"drain", func(r record.Result) string { return figure.Millis(r.DrainSeconds * 1000) }},
-		{"completed", func(r record.Result) string { return strconv.Itoa(r.Completed) }},
-		{"order violations", func(r record.Result) string { return strconv.Itoa(r.OrderViolations) }},
-		{"duplicates", func(r record.Result) string { return strconv.Itoa(r.Duplicates) }},
-		{"redeliveries", func(r record.Result) string { return strconv.Itoa(r.Redeliveries) }},
-		{"crashes", func(r record.Result) string { return strconv.Itoa(r.Crashes) }},
+		{"throughput", func(r judge.Result) string { return figure.Rate(r.Throughput) }},
+		{"latency p50", func(r judge.Result) string { return figure.Millis(r.LatencyP50ms) }},
+		{"latency p99", func(r judge.Result) string { return figure.Millis(r.LatencyP99ms) }},
+		{"latency max", func(r judge.Result) string { return figure.Millis(r.LatencyMaxms) }},
+		{"drain", func(r judge.Result) string { return figure.Millis(r.DrainSeconds * 1000) }},
+		{"completed", func(r judge.Result) string { return strconv.Itoa(r.Completed) }},
+		{"order violations", func(r judge.Result) string { return strconv.Itoa(r.OrderViolations) }},
+		{"duplicates", func(r judge.Result) string { return strconv.Itoa(r.Duplicates) }},
+		{"redeliveries", func(r judge.Result) string { return strconv.Itoa(r.Redeliveries) }},
+		{"crashes", func(r judge.Result) string { return strconv.Itoa(r.Crashes) }},
 		{"final state", simFinalState},
-		{"hottest lane share", func(r record.Result) string { return figure.Share(r.HottestLaneShare) }},
+		{"hottest lane share", func(r judge.Result) string { return figure.Share(r.HottestLaneShare) }},
 	}
 	if slices.ContainsFunc(results, func(r sim.StrategyResult) bool { return leasing(r.Strategy) }) {
 		rows = append(rows, []struct {
 			name string
-			f    func(record.Result) string
+			f    func(judge.Result) string
 		}{
-			{"lease retries", func(r record.Result) string { return simLeaseFigure(r, r.LeaseRetries) }},
-			{"leases lost", func(r record.Result) string { return simLeaseFigure(r, r.LeasesLost) }},
+			{"lease retries", func(r judge.Result) string { return simLeaseFigure(r, r.LeaseRetries) }},
+			{"leases lost", func(r judge.Result) string { return simLeaseFigure(r, r.LeasesLost) }},
 		}...)
 	}
 	for _, row := range rows {
@@ -178,15 +178,15 @@ func liveTable(w io.Writer, results []sim.StrategyResult) error {
 // simMaxLaneRows bounds the per-lane table; beyond it the busiest lanes show.
 const simMaxLaneRows = 32
 
-func laneLoadTable(w io.Writer, s Styles, r record.Result, names []string) error {
+func laneLoadTable(w io.Writer, s Styles, r judge.Result, names []string) error {
 	fmt.Fprintln(w, s.Heading.Render("Lanes: utilization and peak backlog"))
 	lanes := slices.Clone(r.Lanes)
 	hidden := 0
 	if len(lanes) > simMaxLaneRows {
-		slices.SortStableFunc(lanes, func(a, b record.LaneResult) int { return b.Messages - a.Messages })
+		slices.SortStableFunc(lanes, func(a, b judge.LaneResult) int { return b.Messages - a.Messages })
 		hidden = len(lanes) - simMaxLaneRows/2
 		lanes = lanes[:simMaxLaneRows/2]
-		slices.SortFunc(lanes, func(a, b record.LaneResult) int { return a.Lane - b.Lane })
+		slices.SortFunc(lanes, func(a, b judge.LaneResult) int { return a.Lane - b.Lane })
 	}
 	peak, total := 0, 0
 	for _, l := range r.Lanes {
@@ -225,21 +225,21 @@ func leasing(name string) bool {
 }
 
 // simLeaseFigure is a lease figure, "-" for strategies without leases.
-func simLeaseFigure(r record.Result, n int) string {
+func simLeaseFigure(r judge.Result, n int) string {
 	if !leasing(r.Strategy) {
 		return "-"
 	}
 	return strconv.Itoa(n)
 }
 
-func simFinalState(r record.Result) string {
+func simFinalState(r judge.Result) string {
 	if r.FinalStateCorrect {
 		return "right"
 	}
 	return "wrong"
 }
 
-func simHottestLane(r record.Result, names []string) string {
+func simHottestLane(r judge.Result, names []string) string {
 	if !perPartition(r.Strategy) {
 		return "(one shared consumer)"
 	}

@@ -9,27 +9,27 @@ import (
 	"github.com/lanes-dev/lanes/internal/golden"
 	"github.com/lanes-dev/lanes/render"
 	"github.com/lanes-dev/lanes/sim"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
-func simLanes(counts ...int) []record.LaneResult {
-	out := make([]record.LaneResult, len(counts))
+func simLanes(counts ...int) []judge.LaneResult {
+	out := make([]judge.LaneResult, len(counts))
 	for i, n := range counts {
-		out[i] = record.LaneResult{Lane: i, Messages: n, Utilization: float64(n) / 350, PeakBacklog: n}
+		out[i] = judge.LaneResult{Lane: i, Messages: n, Utilization: float64(n) / 350, PeakBacklog: n}
 	}
 	return out
 }
 
 func seedSimulation() sim.Report {
-	single := record.Result{Strategy: "single", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 100,
+	single := judge.Result{Strategy: "single", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 100,
 		LatencyP50ms: 5000, LatencyP99ms: 9900, LatencyMaxms: 10000, DrainSeconds: 10, Executions: 1000, FinalStateCorrect: true,
 		HottestLane: 0, HottestLaneShare: 1, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(1000)}
-	lanesRes := record.Result{Strategy: "lanes", Partitions: 8, WorkersPerLane: 1, Messages: 1000, Completed: 1000, Throughput: 285.71,
+	lanesRes := judge.Result{Strategy: "lanes", Partitions: 8, WorkersPerLane: 1, Messages: 1000, Completed: 1000, Throughput: 285.71,
 		LatencyP50ms: 1670, LatencyP99ms: 3400, LatencyMaxms: 3500, DrainSeconds: 3.5, Executions: 1000, FinalStateCorrect: true,
 		HottestLane: 2, HottestLaneShare: 0.35, HottestKey: "carol", HottestKeyShare: 0.35, Lanes: simLanes(0, 0, 350, 0, 324, 0, 0, 326)}
-	unordered := record.Result{Strategy: "unordered", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 790.2,
+	unordered := judge.Result{Strategy: "unordered", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 790.2,
 		LatencyP50ms: 630.5, LatencyP99ms: 1250, LatencyMaxms: 1262.3, DrainSeconds: 1.2623, OrderViolations: 912, Duplicates: 3,
 		Executions: 1020, Redeliveries: 20, Crashes: 17, FinalStateCorrect: false, HottestKey: "carol", HottestKeyShare: 0.35, HottestLaneShare: 1, Lanes: simLanes(1000)}
 	versioned := unordered
@@ -43,7 +43,7 @@ func seedSimulation() sim.Report {
 
 // judged is r with its verdicts, as sim.Run gives them.
 func judged(r sim.Report) sim.Report {
-	var results []record.Result
+	var results []judge.Result
 	for _, res := range r.Results {
 		results = append(results, res.Result)
 	}
@@ -100,7 +100,7 @@ func TestManyLanesShowTheBusiest(t *testing.T) {
 		counts[i] = 10 + i%7
 	}
 	counts[40] = 300
-	rep.Results = []sim.StrategyResult{{Result: record.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
+	rep.Results = []sim.StrategyResult{{Result: judge.Result{Strategy: "lanes", Partitions: 64, Lanes: simLanes(counts...), FinalStateCorrect: true}}}
 	rep.LaneNames = nil
 	var b bytes.Buffer
 	if err := render.SimulationTable(&b, render.PlainStyles(), judged(rep)); err != nil {
@@ -156,7 +156,7 @@ func TestLiveKVLeaseTableGolden(t *testing.T) {
 	rep := seedSimulation()
 	rep.Mode = "live"
 	rep.Workload.LeaseTTL, rep.Workload.LeaseRetry, rep.Workload.RoundTrip = "1s", "5ms", "200µs"
-	lease := record.Result{Strategy: "kv-lease", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 330.2,
+	lease := judge.Result{Strategy: "kv-lease", Partitions: 1, WorkersPerLane: 8, Messages: 1000, Completed: 1000, Throughput: 330.2,
 		LatencyP50ms: 1500, LatencyP99ms: 2900, LatencyMaxms: 3000, DrainSeconds: 3.03, OrderViolations: 41, Executions: 1000,
 		StaleDropped: 7, FinalStateCorrect: true, LeaseRetries: 5210, LeasesLost: 9, HottestLaneShare: 1, HottestKey: "carol",
 		HottestKeyShare: 0.35, Lanes: simLanes(1000)}

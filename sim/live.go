@@ -6,8 +6,8 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/live"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -15,7 +15,7 @@ import (
 // live runs the workload on a server and puts the model's prediction
 // beside each live result in r. Before the lanes strategy's stream is
 // removed, it reads its lane table as lanes inspect would (r.Lanes).
-func (o Options) live(ctx context.Context, w *workload.Workload, predictions []record.Result, r *Report) error {
+func (o Options) live(ctx context.Context, w *workload.Workload, predictions []judge.Result, r *Report) error {
 	r.Server = "embedded"
 	req := live.Options{Conn: o.Conn, ServerGiven: o.Conn.Given(), Plan: o.Plan, Workload: w, Strategies: o.Strategies,
 		WorkersPerLane: o.WorkersPerLane, InProgress: o.InProgress, Lease: o.Lease, Keep: o.Keep, Progress: o.Progress,

@@ -2,8 +2,8 @@ package sim
 
 import (
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 )
 
 // Report is what lanes simulate reports: the setting, and one result per
@@ -53,8 +53,8 @@ type WorkloadInfo struct {
 // StrategyResult is one strategy's figures. In a live run, Model holds the
 // model's prediction for the same workload, beside each live figure.
 type StrategyResult struct {
-	record.Result
-	Model *record.Result `json:"model,omitempty"`
+	judge.Result
+	Model *judge.Result `json:"model,omitempty"`
 }
 
 // SweepReport is what a sweep reports.

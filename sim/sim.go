@@ -5,7 +5,7 @@
 // reads the keys (generated, from a keys file or from a stream's subject
 // counts), makes the workload, and runs the packages below it: the
 // strategies (sim/strategy), the model (sim/model), the live run
-// (sim/live), judged by sim/record.
+// (sim/live), judged by sim/judge.
 package sim
 
 import (
@@ -18,9 +18,9 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -87,7 +87,7 @@ type Options struct {
 	// Warn, when set, is told what went wrong without stopping the run.
 	Warn func(msg string)
 	// RunLive runs the live simulation: live.Run when nil.
-	RunLive func(context.Context, live.Options) ([]record.Result, error)
+	RunLive func(context.Context, live.Options) ([]judge.Result, error)
 }
 
 // InputError is an input the simulation cannot take: keys that do not fit
@@ -153,7 +153,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 // judge gives every result its verdict: on the live figures in a live run.
 func (r *Report) judge() {
-	results := make([]record.Result, len(r.Results))
+	results := make([]judge.Result, len(r.Results))
 	for i, res := range r.Results {
 		results[i] = res.Result
 	}
@@ -213,12 +213,12 @@ func (o Options) prepare(ctx context.Context) (workload.Spec, *workload.Workload
 }
 
 // model runs the model once per strategy on the same workload.
-func (o Options) model(ctx context.Context, w *workload.Workload) ([]record.Result, error) {
+func (o Options) model(ctx context.Context, w *workload.Workload) ([]judge.Result, error) {
 	parts, err := keyPartitions(o.Plan, w.Spec.Keys)
 	if err != nil {
 		return nil, err
 	}
-	var out []record.Result
+	var out []judge.Result
 	for _, s := range o.Strategies {
 		r, err := model.Run(ctx, w, o.modelConfig(s, parts))
 		if err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/live"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -50,8 +50,8 @@ func TestRunLiveBesideTheModel(t *testing.T) {
 	o := seedStory(t)
 	o.Live = true
 	stopped := errors.New("stopped")
-	o.RunLive = func(_ context.Context, req live.Options) ([]record.Result, error) {
-		return []record.Result{{Strategy: "single", Throughput: 50, FinalStateCorrect: true}}, stopped
+	o.RunLive = func(_ context.Context, req live.Options) ([]judge.Result, error) {
+		return []judge.Result{{Strategy: "single", Throughput: 50, FinalStateCorrect: true}}, stopped
 	}
 	r, err := sim.Run(context.Background(), o)
 	if err != stopped || r == nil || r.Mode != "live" || r.Server != "embedded" || len(r.Results) != 1 {
@@ -63,7 +63,7 @@ func TestRunLiveBesideTheModel(t *testing.T) {
 	if r.Verdicts[0] != "single: the baseline, 50.0/s; per-key order held" {
 		t.Fatalf("verdict on the live figures: %q", r.Verdicts)
 	}
-	o.RunLive = func(context.Context, live.Options) ([]record.Result, error) { return nil, stopped }
+	o.RunLive = func(context.Context, live.Options) ([]judge.Result, error) { return nil, stopped }
 	if r, err := sim.Run(context.Background(), o); r != nil || err != stopped {
 		t.Fatalf("nothing ran: %+v, %v", r, err)
 	}

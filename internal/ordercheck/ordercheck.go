@@ -1,5 +1,5 @@
 // Package ordercheck judges real lanes work runs with the project's order
-// judge (sim/record): a known sequence of messages is published on a
+// judge (sim/judge): a known sequence of messages is published on a
 // design's keys, every execution of a handler reports when it began and
 // how it ended, and the judge counts per-key order violations,
 // redeliveries and what never ran. Tests only.
@@ -22,14 +22,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
 // Run is one judged run.
 type Run struct {
 	W     *workload.Workload
-	Rec   *record.Recorder
+	Rec   *judge.Recorder
 	start time.Time
 	lanes int
 
@@ -68,7 +68,7 @@ func New(t testing.TB, p *planner.Plan, keys []string, perKey int, work func(ins
 		partition[k] = l.Partition
 	}
 	laneOf := func(msg int) int { return partition[w.Messages[msg].Key] }
-	return &Run{W: w, Rec: record.New(w, "lanes work", p.Design.Partitions, 1, laneOf, record.Plain),
+	return &Run{W: w, Rec: judge.New(w, "lanes work", p.Design.Partitions, 1, laneOf, judge.Plain),
 		start: time.Now(), lanes: p.Design.Partitions, work: work, execs: map[string]int{}, began: map[int]time.Time{}, done: map[int]bool{}}
 }
 
@@ -181,13 +181,13 @@ func (r *Run) Execute(ctx context.Context, instance string, partition int, seq u
 	defer t.Stop()
 	select {
 	case <-t.C:
-		r.Rec.End(e, time.Since(r.start), record.Done)
+		r.Rec.End(e, time.Since(r.start), judge.Done)
 		r.mu.Lock()
 		r.done[msg] = true
 		r.mu.Unlock()
 		return true
 	case <-ctx.Done():
-		r.Rec.End(e, time.Since(r.start), record.Crashed)
+		r.Rec.End(e, time.Since(r.start), judge.Crashed)
 		return false
 	}
 }
@@ -225,7 +225,7 @@ func (r *Run) Done() bool { return r.Rec.Result().Unfinished == 0 }
 
 // Check fails the test on any order violation or message never finished,
 // and returns the result for further checks.
-func (r *Run) Check(t testing.TB) record.Result {
+func (r *Run) Check(t testing.TB) judge.Result {
 	t.Helper()
 	res := r.Rec.Result()
 	if res.OrderViolations != 0 {
@@ -242,7 +242,7 @@ func (r *Run) Check(t testing.TB) record.Result {
 }
 
 // Summary is one line of the judge's figures.
-func Summary(res record.Result) string {
+func Summary(res judge.Result) string {
 	return fmt.Sprintf("%d messages, %d executions, %d redelivered, %d duplicates, %d crashed, %d violations, %d unfinished",
 		res.Messages, res.Executions, res.Redeliveries, res.Duplicates, res.Crashes, res.OrderViolations, res.Unfinished)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
@@ -69,7 +69,7 @@ func BenchmarkKVLease(b *testing.B) {
 			w := newWorkload(b, p, spec{keys: sc.keys, messages: 1000, process: sc.work})
 			o := given(s, p, w, strategy.Lanes, strategy.KVLease)
 			o.Lease = strategy.LeaseSettings{TTL: 30 * time.Second, Retry: strategy.DefaultLeaseRetry(sc.work)}
-			var res []record.Result
+			var res []judge.Result
 			for b.Loop() {
 				res = run(b, o)
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/clock"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/work"
 )
 
@@ -186,10 +186,10 @@ func (g *group) execute(ctx context.Context, lane, idx, attempt int) error {
 		return ctx.Err() // interrupted: the execution stays open, as it was
 	}
 	if crash {
-		r.rec.End(e, r.now(), record.Crashed)
+		r.rec.End(e, r.now(), judge.Crashed)
 		return work.RetryAfter(max(r.crashDeadline(d, attempt)-d, 0), errCrashed)
 	}
-	r.rec.End(e, r.now(), record.Done)
+	r.rec.End(e, r.now(), judge.Done)
 	r.markDone(idx)
 	return nil
 }

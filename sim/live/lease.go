@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/lanes-dev/lanes/kvlease"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 )
 
 // The lease mechanics (the kv-lease strategy) on a real server: the plain
@@ -100,10 +100,10 @@ func (wk *worker) leased(ctx context.Context, m jetstream.Msg, idx, attempt int)
 		return stopped, nil // interrupted: the execution stays open, as it was
 	}
 	if crash {
-		r.rec.End(e, r.now(), record.Crashed)
+		r.rec.End(e, r.now(), judge.Crashed)
 		return crashed, nil // the lease lapses at its TTL, the message after its ack wait
 	}
-	r.rec.End(e, r.now(), record.Done) // the fenced write
+	r.rec.End(e, r.now(), judge.Done) // the fenced write
 	r.markDone(idx)
 	rctx, cancel = wk.conn.Ctx(ctx)
 	err = lease.Release(rctx, 0)

@@ -7,14 +7,14 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
 // predict is the model's prediction of a live run of st.
-func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st strategy.Strategy) record.Result {
+func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st strategy.Strategy) judge.Result {
 	t.Helper()
 	l := p.Design.Lane
 	parts := make([]int, len(w.Spec.Keys.Names))

@@ -17,7 +17,7 @@ import (
 	"github.com/lanes-dev/lanes/embedded"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -76,7 +76,7 @@ const cleanupTimeout = 30 * time.Second
 // Result per strategy run. When ctx is cancelled it stops the publisher and
 // the workers, cleans up, and returns the results so far (the interrupted
 // strategy's partial result last) together with ctx.Err().
-func Run(ctx context.Context, o Options) (results []record.Result, retErr error) {
+func Run(ctx context.Context, o Options) (results []judge.Result, retErr error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}

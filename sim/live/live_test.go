@@ -13,7 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -59,7 +59,7 @@ func given(s *natstest.Server, p *planner.Plan, w *workload.Workload, strategies
 	return Options{Conn: connect.Options{Server: s.URL()}, ServerGiven: true, Plan: p, Workload: w, Strategies: strategies}
 }
 
-func run(t testing.TB, o Options) []record.Result {
+func run(t testing.TB, o Options) []judge.Result {
 	t.Helper()
 	res, err := Run(context.Background(), o)
 	if err != nil {
@@ -96,7 +96,7 @@ func within(t *testing.T, what string, got, want, tolerance float64) {
 	}
 }
 
-func clean(t *testing.T, what string, r record.Result) {
+func clean(t *testing.T, what string, r judge.Result) {
 	t.Helper()
 	if r.Completed != r.Messages || r.OrderViolations != 0 || r.Duplicates != 0 || !r.FinalStateCorrect {
 		t.Errorf("%s: completed %d/%d, violations %d, duplicates %d, final state correct %v",

@@ -14,7 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -32,7 +32,7 @@ type strategyRun struct {
 	box      *sandbox
 	lanes    []lane
 	w        *workload.Workload
-	rec      *record.Recorder
+	rec      *judge.Recorder
 	subjects []string      // per key, the published subject inside the sandbox
 	ackWait  time.Duration // the shortest the server waits for an ack
 	lane0    planner.ConsumerConfig
@@ -50,7 +50,7 @@ type strategyRun struct {
 // runStrategy sets up a sandbox, runs the strategy to the end (or until ctx
 // is cancelled) and removes the sandbox unless Keep. It returns a result
 // whenever the workers ran, even with an error.
-func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id string, st strategy.Strategy, created *[]*sandbox) (res *record.Result, err error) {
+func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options, o Options, id string, st strategy.Strategy, created *[]*sandbox) (res *judge.Result, err error) {
 	box, err := newSandbox(o.Plan, id, st.Name, o.AckWait, !o.ServerGiven)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 
 // recorder judges the run, with the strategy's own recorder: its lanes are
 // the strategy's consumers, as in the model.
-func (r *strategyRun) recorder() (*record.Recorder, error) {
+func (r *strategyRun) recorder() (*judge.Recorder, error) {
 	o, w := r.o, r.w
 	keyLane := make([]int, len(w.Spec.Keys.Subjects))
 	for k, subj := range w.Spec.Keys.Subjects {

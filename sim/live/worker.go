@@ -10,7 +10,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/clock"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
@@ -180,10 +180,10 @@ func (wk *worker) execute(ctx context.Context, m jetstream.Msg, idx, attempt int
 		return stopped // interrupted: the execution stays open, as it was
 	}
 	if crash {
-		r.rec.End(e, r.now(), record.Crashed)
+		r.rec.End(e, r.now(), judge.Crashed)
 		return crashed
 	}
-	r.rec.End(e, r.now(), record.Done)
+	r.rec.End(e, r.now(), judge.Done)
 	r.markDone(idx)
 	if m != nil {
 		// A lost ack means a redelivery, which the Recorder counts as a

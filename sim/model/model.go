@@ -1,7 +1,7 @@
 // Package model predicts how a lane design behaves, offline: a deterministic
 // discrete-event simulation of JetStream pull consumers (ack wait, late
 // acks, redelivery, max deliver, max ack pending, in-progress acks, backoff,
-// pinned workers) fed by a workload and judged by a record.Recorder, the
+// pinned workers) fed by a workload and judged by a judge.Recorder, the
 // same judge the live run uses. There is no clock and no goroutine: the
 // same workload and configuration always give the same result.
 package model
@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -105,13 +105,13 @@ func (c Config) validate(w *workload.Workload) error {
 
 // Run simulates the workload under one strategy until every message is
 // acked or dropped, and returns the recorder's judgement.
-func Run(ctx context.Context, w *workload.Workload, cfg Config) (record.Result, error) {
+func Run(ctx context.Context, w *workload.Workload, cfg Config) (judge.Result, error) {
 	if err := cfg.validate(w); err != nil {
-		return record.Result{}, err
+		return judge.Result{}, err
 	}
 	s := newSim(w, cfg)
 	if err := s.run(ctx); err != nil {
-		return record.Result{}, err
+		return judge.Result{}, err
 	}
 	return s.rec.Result(), nil
 }
@@ -137,7 +137,7 @@ type worker struct {
 	idle     bool
 	crash    bool // the current attempt ends in a crash
 	msg      int32
-	exec     record.Exec
+	exec     judge.Exec
 	// The lease mechanics' (see lease.go): when the message was delivered,
 	// the attempt's work, the lease's token and when it was taken.
 	delivered, work, acquired time.Duration
@@ -165,7 +165,7 @@ type consumer struct {
 type sim struct {
 	w         *workload.Workload
 	cfg       Config
-	rec       *record.Recorder
+	rec       *judge.Recorder
 	now       time.Duration
 	events    eventHeap
 	consumers []consumer
@@ -418,7 +418,7 @@ func (s *sim) onEnd(wid int32) {
 	cid := w.consumer
 	c := &s.consumers[cid]
 	if w.crash {
-		s.rec.End(w.exec, s.now, record.Crashed)
+		s.rec.End(w.exec, s.now, judge.Crashed)
 		if s.leasing {
 			s.leaveLease(wid)
 		}
@@ -431,7 +431,7 @@ func (s *sim) onEnd(wid int32) {
 		s.dispatch(c)
 		return
 	}
-	s.rec.End(w.exec, s.now, record.Done)
+	s.rec.End(w.exec, s.now, judge.Done)
 	if s.leasing {
 		s.release(wid) // then the ack
 		return

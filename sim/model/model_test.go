@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
-	"github.com/lanes-dev/lanes/sim/record"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
@@ -67,7 +67,7 @@ func lane(ackWait time.Duration) model.Lane {
 	return model.Lane{AckWait: ackWait, MaxDeliver: -1, MaxAckPending: 1}
 }
 
-func run(t *testing.T, w *workload.Workload, cfg model.Config) record.Result {
+func run(t *testing.T, w *workload.Workload, cfg model.Config) judge.Result {
 	t.Helper()
 	res, err := model.Run(context.Background(), w, cfg)
 	if err != nil {

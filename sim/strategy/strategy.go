@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/sim/figure"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -93,7 +93,7 @@ type Strategy struct {
 	// Pinned: lanes follow the design's pinned-client setting.
 	Pinned bool
 	// Store is how the store the workers write to checks a write.
-	Store record.Store
+	Store judge.Store
 	// Model and Live are the mechanics of the model's and the live run's
 	// workers.
 	Model, Live Mechanics
@@ -103,7 +103,7 @@ type Strategy struct {
 	Baseline bool
 	// Notes are what the verdict says about a result beyond throughput,
 	// order, duplicates and final state; nil for nothing.
-	Notes func(record.Result) []string
+	Notes func(judge.Result) []string
 }
 
 // Params are what a strategy's shape depends on: the design and the
@@ -151,13 +151,13 @@ func (s Strategy) Shape(p Params) Shape {
 // Recorder makes the judge a run of the strategy reports to: its lanes are
 // the shape's consumers. keyPartition gives each workload key's partition
 // (needed by strategies with a lane per partition).
-func (s Strategy) Recorder(w *workload.Workload, p Params, keyPartition []int) *record.Recorder {
+func (s Strategy) Recorder(w *workload.Workload, p Params, keyPartition []int) *judge.Recorder {
 	sh := s.Shape(p)
 	laneOf := func(int) int { return 0 }
 	if sh.ByPartition {
 		laneOf = func(i int) int { return keyPartition[w.Messages[i].Key] }
 	}
-	return record.New(w, s.Name, sh.Consumers, sh.WorkersEach, laneOf, s.Store)
+	return judge.New(w, s.Name, sh.Consumers, sh.WorkersEach, laneOf, s.Store)
 }
 
 // Single is the seed's starting point: one serial consumer.
@@ -202,7 +202,7 @@ var Versioned = Strategy{
 	Summary:    "unordered into a version-checked store (final state right)",
 	Consumers:  Shared,
 	AckPending: EveryWorker,
-	Store:      record.Versioned,
+	Store:      judge.Versioned,
 	Model:      Pull,
 	Live:       Pull,
 	Default:    true,
@@ -215,7 +215,7 @@ var KVLease = Strategy{
 	Summary:    "one shared consumer; a per-key lease in a KV bucket, fenced store",
 	Consumers:  Shared,
 	AckPending: EveryWorker,
-	Store:      record.Fenced,
+	Store:      judge.Fenced,
 	Model:      Lease,
 	Live:       Lease,
 	Notes:      leaseNotes,
@@ -272,7 +272,7 @@ func NamesOf(ss []Strategy) []string {
 	return out
 }
 
-func leaseNotes(r record.Result) []string {
+func leaseNotes(r judge.Result) []string {
 	var out []string
 	if r.LeaseRetries > 0 {
 		out = append(out, fmt.Sprintf("%d %s found the key leased and retried later", r.LeaseRetries, figure.Plural(r.LeaseRetries, "delivery", "deliveries")))
@@ -283,7 +283,7 @@ func leaseNotes(r record.Result) []string {
 	return out
 }
 
-func lanesNotes(r record.Result) []string {
+func lanesNotes(r judge.Result) []string {
 	used := 0
 	for _, l := range r.Lanes {
 		if l.Messages > 0 {

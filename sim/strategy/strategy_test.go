@@ -3,7 +3,7 @@ package strategy
 import (
 	"testing"
 
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 )
 
 // Every strategy gets the same workers, shaped its own way.
@@ -62,13 +62,13 @@ func TestRegistry(t *testing.T) {
 	if len(Defaults()) == 0 || len(Names()) != len(All) {
 		t.Errorf("defaults %v, names %v", NamesOf(Defaults()), Names())
 	}
-	if Versioned.Store != record.Versioned || Unordered.Store != record.Plain {
+	if Versioned.Store != judge.Versioned || Unordered.Store != judge.Plain {
 		t.Error("stores")
 	}
 }
 
 func TestLanesNoteCountsUsedLanes(t *testing.T) {
-	r := record.Result{Lanes: []record.LaneResult{{Messages: 3}, {Messages: 0}, {Messages: 1}}}
+	r := judge.Result{Lanes: []judge.LaneResult{{Messages: 3}, {Messages: 0}, {Messages: 1}}}
 	if got := Lanes.Notes(r); len(got) != 1 || got[0] != "only 2 of 3 lanes carry keys (a key never spreads over lanes)" {
 		t.Errorf("notes %q", got)
 	}

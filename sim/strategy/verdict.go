@@ -5,14 +5,14 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/sim/figure"
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 )
 
 // Verdicts are one plain sentence per result, in order: its throughput
 // against the baseline strategy's (or the first result's when the
 // baseline did not run), whether per-key order held, duplicates, messages
 // never completed, the final state, and the strategy's own notes.
-func Verdicts(results []record.Result) []string {
+func Verdicts(results []judge.Result) []string {
 	if len(results) == 0 {
 		return nil
 	}
@@ -47,7 +47,7 @@ func Verdicts(results []record.Result) []string {
 
 // correctness is what the verdict says of order, duplicates, messages
 // never completed and the final state.
-func correctness(r record.Result) []string {
+func correctness(r judge.Result) []string {
 	var parts []string
 	if r.OrderViolations == 0 {
 		parts = append(parts, "per-key order held")
@@ -74,5 +74,5 @@ func correctness(r record.Result) []string {
 // fenced: the strategy's store checks fencing tokens.
 func fenced(name string) bool {
 	st, ok := Lookup(name)
-	return ok && st.Store == record.Fenced
+	return ok && st.Store == judge.Fenced
 }

@@ -4,33 +4,33 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 )
 
 // The verdicts are judged on hand-made results: the baseline, the
 // comparison with it, and what each says of correctness.
 func TestVerdicts(t *testing.T) {
-	lanes := []record.LaneResult{{Lane: 0, Messages: 5}, {Lane: 1}}
+	lanes := []judge.LaneResult{{Lane: 0, Messages: 5}, {Lane: 1}}
 	for _, tc := range []struct {
 		name    string
-		results []record.Result
+		results []judge.Result
 		want    []string
 	}{
-		{"single is the baseline wherever it stands", []record.Result{
+		{"single is the baseline wherever it stands", []judge.Result{
 			{Strategy: "lanes", Throughput: 280, FinalStateCorrect: true, Lanes: lanes},
 			{Strategy: "single", Throughput: 100, FinalStateCorrect: true},
 		}, []string{
 			"lanes: 2.8x the throughput of single; per-key order held; only 1 of 2 lanes carry keys (a key never spreads over lanes)",
 			"single: the baseline, 100/s; per-key order held",
 		}},
-		{"without single the first is the baseline; within 5% is the same", []record.Result{
+		{"without single the first is the baseline; within 5% is the same", []judge.Result{
 			{Strategy: "unordered", Throughput: 800, OrderViolations: 1, Duplicates: 2, Unfinished: 1},
 			{Strategy: "versioned", Throughput: 790, OrderViolations: 3, StaleDropped: 1, FinalStateCorrect: true},
 		}, []string{
 			"unordered: the baseline, 800/s; per-key order broken 1 time; 2 duplicate executions; 1 message never completed; final state wrong (an older update was applied last)",
 			"versioned: the same throughput as unordered; per-key order broken 3 times; final state right (1 stale update dropped by the version check)",
 		}},
-		{"a fenced store refuses, the leases say what they did", []record.Result{
+		{"a fenced store refuses, the leases say what they did", []judge.Result{
 			{Strategy: "single", Throughput: 0, FinalStateCorrect: true},
 			{Strategy: "kv-lease", Throughput: 330, StaleDropped: 7, FinalStateCorrect: true, LeaseRetries: 1, LeasesLost: 9},
 		}, []string{

@@ -1,10 +1,10 @@
-package record_test
+package judge_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/lanes-dev/lanes/sim/record"
+	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
 
@@ -36,12 +36,12 @@ func byKey(w *workload.Workload, key int) []int {
 
 func TestSerialRunHasNoViolations(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "single", 1, 1, oneLane, record.Plain)
+	r := judge.New(w, "single", 1, 1, oneLane, judge.Plain)
 	at := time.Duration(0)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, at)
 		at += time.Millisecond
-		r.End(e, at, record.Done)
+		r.End(e, at, judge.Done)
 	}
 	res := r.Result()
 	if res.OrderViolations != 0 || res.Duplicates != 0 || !res.FinalStateCorrect || res.Completed != 40 {
@@ -60,19 +60,19 @@ func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
 	if len(a) < 2 {
 		t.Skip("seed gave fewer than two messages for key a")
 	}
-	r := record.New(w, "unordered", 1, 2, oneLane, record.Plain)
+	r := judge.New(w, "unordered", 1, 2, oneLane, judge.Plain)
 	for i := range w.Messages {
 		if i == a[0] || i == a[1] {
 			continue
 		}
 		// everything else runs serially, far in the future
 		e := r.Begin(i, 0, time.Hour)
-		r.End(e, time.Hour, record.Done)
+		r.End(e, time.Hour, judge.Done)
 	}
 	first := r.Begin(a[0], 0, 0)
 	second := r.Begin(a[1], 0, time.Millisecond) // predecessor not finished: violation
-	r.End(second, 2*time.Millisecond, record.Done)
-	r.End(first, 3*time.Millisecond, record.Done) // applied after its successor
+	r.End(second, 2*time.Millisecond, judge.Done)
+	r.End(first, 3*time.Millisecond, judge.Done) // applied after its successor
 	res := r.Result()
 	if res.OrderViolations < 1 {
 		t.Fatalf("overlap not caught: %+v", res)
@@ -84,11 +84,11 @@ func TestCatchesOverlapAndStaleDuplicate(t *testing.T) {
 
 func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "versioned", 1, 2, oneLane, record.Versioned)
+	r := judge.New(w, "versioned", 1, 2, oneLane, judge.Versioned)
 	// run everything in reverse publish order: every older update is stale
 	for i := len(w.Messages) - 1; i >= 0; i-- {
 		e := r.Begin(i, 0, 0)
-		r.End(e, time.Millisecond, record.Done)
+		r.End(e, time.Millisecond, judge.Done)
 	}
 	res := r.Result()
 	if !res.FinalStateCorrect || res.StaleDropped != 38 {
@@ -98,15 +98,15 @@ func TestVersionedStoreDropsStaleAndEndsRight(t *testing.T) {
 
 func TestDuplicatesAndCrashes(t *testing.T) {
 	w := twoKeys(t)
-	r := record.New(w, "lanes", 1, 1, oneLane, record.Plain)
+	r := judge.New(w, "lanes", 1, 1, oneLane, judge.Plain)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, 0)
-		r.End(e, 0, record.Crashed)
+		r.End(e, 0, judge.Crashed)
 		e = r.Begin(i, 0, 0)
-		r.End(e, 0, record.Done)
+		r.End(e, 0, judge.Done)
 		if i == 0 {
 			e = r.Begin(i, 0, 0) // redelivered after a lost ack
-			r.End(e, 0, record.Done)
+			r.End(e, 0, judge.Done)
 		}
 	}
 	res := r.Result()
@@ -123,10 +123,10 @@ func TestPeakBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := record.New(w, "single", 1, 1, oneLane, record.Plain)
+	r := judge.New(w, "single", 1, 1, oneLane, judge.Plain)
 	for i := range w.Messages {
 		e := r.Begin(i, 0, time.Duration(i)*time.Millisecond)
-		r.End(e, time.Duration(i+1)*time.Millisecond, record.Done)
+		r.End(e, time.Duration(i+1)*time.Millisecond, judge.Done)
 	}
 	if got := r.Result().Lanes[0].PeakBacklog; got != 10 {
 		t.Fatalf("all arrive at 0: peak backlog %d, want 10", got)
@@ -141,20 +141,20 @@ func TestPeakBacklog(t *testing.T) {
 func TestFencedStoreRefusesStaleTokens(t *testing.T) {
 	w := twoKeys(t)
 	a := byKey(w, 0)
-	r := record.New(w, "kv-lease", 1, 2, oneLane, record.Fenced)
+	r := judge.New(w, "kv-lease", 1, 2, oneLane, judge.Fenced)
 	for _, i := range byKey(w, 1) { // key b runs in order, tokens rising
 		e := r.BeginFenced(i, 0, 0, uint64(100+i))
-		r.End(e, time.Millisecond, record.Done)
+		r.End(e, time.Millisecond, judge.Done)
 	}
 	for _, i := range a[:len(a)-2] {
 		e := r.BeginFenced(i, 0, 0, uint64(i+1))
-		r.End(e, time.Millisecond, record.Done)
+		r.End(e, time.Millisecond, judge.Done)
 	}
 	older, last := a[len(a)-2], a[len(a)-1]
 	zombie := r.BeginFenced(older, 0, time.Millisecond, 1000)  // its lease expires mid-job
 	holder := r.BeginFenced(last, 0, 2*time.Millisecond, 1009) // the next holder starts beside it
-	r.End(holder, 3*time.Millisecond, record.Done)
-	r.End(zombie, 4*time.Millisecond, record.Done) // token 1000 < 1009: refused
+	r.End(holder, 3*time.Millisecond, judge.Done)
+	r.End(zombie, 4*time.Millisecond, judge.Done) // token 1000 < 1009: refused
 	r.LeaseRetry()
 	r.LeaseRetry()
 	r.LeaseLost()
@@ -165,16 +165,16 @@ func TestFencedStoreRefusesStaleTokens(t *testing.T) {
 	}
 
 	// Without the fence the zombie's older update lands last.
-	r = record.New(w, "unordered", 1, 2, oneLane, record.Plain)
+	r = judge.New(w, "unordered", 1, 2, oneLane, judge.Plain)
 	for i := range w.Messages {
 		if i == older {
 			continue
 		}
 		e := r.Begin(i, 0, 0)
-		r.End(e, time.Millisecond, record.Done)
+		r.End(e, time.Millisecond, judge.Done)
 	}
 	e := r.Begin(older, 0, 0)
-	r.End(e, 2*time.Millisecond, record.Done)
+	r.End(e, 2*time.Millisecond, judge.Done)
 	if r.Result().FinalStateCorrect {
 		t.Fatal("a plain store took the late older update and still ended right")
 	}
