@@ -1,7 +1,8 @@
-// Package judge is the order judge: it judges a simulation run, model or live, by the same
-// rules: every execution of a message is reported as it begins and ends,
-// and the Recorder counts per-key order violations, duplicate executions,
-// latency, per-lane load, and whether the final per-key state is right.
+// Package judge is the order judge: it judges a run, simulated or live, by
+// the same rules. Every execution of a message is reported as it begins
+// and ends, and the Recorder counts per-key order violations, duplicate
+// executions, latency, per-lane load, and whether the final per-key state
+// is right.
 package judge
 
 import (
