@@ -38,6 +38,9 @@ func (o Options) live(ctx context.Context, w *workload.Workload, predictions []j
 			}
 			r.Lanes = lanes
 		}}
+	if err := req.Check(); err != nil {
+		return &InputError{err}
+	}
 	run := o.RunLive
 	if run == nil {
 		run = live.Run

@@ -33,7 +33,7 @@ import (
 // groups run with work.Config.NoProgressAcks.
 
 // maxGroups bounds the groups: one connection, one bucket and one goroutine
-// per lane each. Beyond, the lanes strategy runs on the plain pull workers.
+// per lane each.
 const maxGroups = planner.MaxLiveConnections
 
 // errCrashed is the error a crashed attempt hands back to work.
@@ -42,8 +42,8 @@ var errCrashed = errors.New("simulated crash")
 // groupsFit: work serves lanes with max ack pending 1 only (two messages
 // of a lane out at once could run out of order), with up to maxGroups
 // groups.
-func groupsFit(lanes []lane, maxAckPending int) bool {
-	return maxAckPending == 1 && len(lanes) > 0 && lanes[0].workers <= maxGroups
+func groupsFit(workersPerLane, maxAckPending int) bool {
+	return maxAckPending == 1 && workersPerLane <= maxGroups
 }
 
 // group is one work.Worker and its handler's state.

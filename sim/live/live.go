@@ -77,7 +77,7 @@ const cleanupTimeout = 30 * time.Second
 // the workers, cleans up, and returns the results so far (the interrupted
 // strategy's partial result last) together with ctx.Err().
 func Run(ctx context.Context, o Options) (results []judge.Result, retErr error) {
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
 	connOpts, stop, err := o.server()
@@ -141,7 +141,9 @@ func removeAll(ctx context.Context, c *connect.Conn, o Options, boxes []*sandbox
 	return errors.Join(errs...)
 }
 
-func (o *Options) check() error {
+// Check refuses options a live run cannot carry out, before anything is
+// created (Run checks them too).
+func (o *Options) Check() error {
 	switch {
 	case o.Plan == nil:
 		return errors.New("live simulation: no plan")
@@ -159,7 +161,14 @@ func (o *Options) check() error {
 	}
 	for _, s := range o.Strategies {
 		switch s.Live {
-		case strategy.Pull, strategy.Work:
+		case strategy.Pull:
+		case strategy.Work:
+			// The strategy runs on the work package itself, never on a
+			// stand-in: a live run measures the runtime that ships.
+			if !groupsFit(o.WorkersPerLane, s.Shape(o.params()).MaxAckPending) {
+				return fmt.Errorf("strategy %s runs live on lanes work, one instance per worker of a lane: at most %d workers per lane (--workers %d), and lanes of max ack pending 1",
+					s.Name, maxGroups, o.WorkersPerLane)
+			}
 		case strategy.Lease:
 			switch {
 			case o.Lease.TTL < time.Second || o.Lease.TTL%time.Second != 0:

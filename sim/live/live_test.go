@@ -473,16 +473,37 @@ func TestLanesRunOnTheWorkPackage(t *testing.T) {
 	}
 }
 
-// work serves lanes with max ack pending 1 only: a design above runs its
-// lanes strategy on the plain pull workers, and the run says what they do.
-func TestLanesAboveOneAckPendingRunOnPullWorkers(t *testing.T) {
+// The lanes strategy runs live on lanes work and nothing else: a design
+// lanes work does not serve (max ack pending above 1), or more workers per
+// lane than instances can be started, is refused before anything is
+// created, where it used to run silently on a stand-in pull loop.
+func TestLanesRunOnlyOnLanesWork(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.MaxAckPending = 4 })
-	w := newWorkload(t, p, spec{keys: "uniform:2", messages: 80, process: 5 * time.Millisecond})
-	o := given(s, p, w, strategy.Lanes)
-	o.WorkersPerLane = 4
-	r := run(t, o)[0]
-	if r.Completed != r.Messages || r.OrderViolations == 0 {
-		t.Errorf("4 workers on lanes with max ack pending 4: completed %d/%d, %d order violations; want all and some", r.Completed, r.Messages, r.OrderViolations)
+	_, js := natstest.Connect(t, s.URL())
+	for _, tc := range []struct {
+		name    string
+		edit    func(*planner.Design)
+		workers int
+	}{
+		{"max ack pending 4", func(d *planner.Design) { d.Lane.MaxAckPending = 4 }, 1},
+		{"more workers per lane than instances", nil, maxGroups + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var edits []func(*planner.Design)
+			if tc.edit != nil {
+				edits = append(edits, tc.edit)
+			}
+			p := newPlan(t, 2, edits...)
+			w := newWorkload(t, p, spec{keys: "uniform:2", messages: 20, process: time.Millisecond})
+			o := given(s, p, w, strategy.Lanes)
+			o.WorkersPerLane = tc.workers
+			_, err := Run(context.Background(), o)
+			if err == nil || !strings.Contains(err.Error(), "runs live on lanes work") {
+				t.Fatalf("error %v, want the refusal", err)
+			}
+			if names := streamNames(t, js); len(names) != 0 {
+				t.Errorf("created before the refusal: %v", names)
+			}
+		})
 	}
 }

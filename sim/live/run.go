@@ -36,9 +36,6 @@ type strategyRun struct {
 	subjects []string      // per key, the published subject inside the sandbox
 	ackWait  time.Duration // the shortest the server waits for an ack
 	lane0    planner.ConsumerConfig
-	// mechanics of the workers: the strategy's, or the plain pull workers
-	// where the work package does not fit (see groupsFit).
-	mechanics strategy.Mechanics
 
 	started   chan struct{} // closed when the clock starts
 	start     time.Time
@@ -58,10 +55,7 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 	defs, lanes := box.consumers(st, o.params())
 	r := &strategyRun{o: &o, strategy: st, c: c, api: jsapi.New(c), workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
 		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
-		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff), lane0: defs[0], mechanics: st.Live}
-	if r.mechanics == strategy.Work && !groupsFit(lanes, st.Shape(o.params()).MaxAckPending) {
-		r.mechanics = strategy.Pull
-	}
+		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff), lane0: defs[0]}
 	if r.rec, err = r.recorder(); err != nil {
 		return nil, err
 	}
@@ -183,7 +177,7 @@ func (r *strategyRun) run(ctx context.Context) error {
 // workers (worker.go), with a lease bucket for the lease mechanics
 // (lease.go). The channel is closed once they can all receive.
 func (r *strategyRun) startMechanics(ctx context.Context, wg *sync.WaitGroup, fail func(error)) (<-chan struct{}, error) {
-	if r.mechanics == strategy.Work {
+	if r.strategy.Live == strategy.Work {
 		if err := r.openConns(ctx, r.lanes[0].workers); err != nil {
 			return nil, err
 		}
@@ -192,7 +186,7 @@ func (r *strategyRun) startMechanics(ctx context.Context, wg *sync.WaitGroup, fa
 	if err := r.openConns(ctx, r.totalWorkers()); err != nil {
 		return nil, err
 	}
-	if r.mechanics == strategy.Lease {
+	if r.strategy.Live == strategy.Lease {
 		if err := r.openLeases(ctx); err != nil {
 			return nil, err
 		}

@@ -132,7 +132,7 @@ func (wk *worker) handle(ctx context.Context, m jetstream.Msg) (outcome, error) 
 	if err != nil {
 		return stopped, err
 	}
-	if r.mechanics == strategy.Lease {
+	if r.strategy.Live == strategy.Lease {
 		return wk.leased(ctx, m, idx, attempt)
 	}
 	if wk.held == nil && r.o.hold != nil && r.o.hold(idx) {
