@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // completeCommand is the hidden command the completion scripts call with
@@ -208,12 +209,8 @@ func liveStreams(ctx context.Context, app *cli.App, cmd *cli.Command, args []str
 		return nil
 	}
 	defer conn.Close()
-	var out []string
-	names := conn.JS.StreamNames(ctx)
-	for n := range names.Name() {
-		out = append(out, n)
-	}
-	return out
+	names, _ := jsapi.New(conn).StreamNames(ctx, "")
+	return names
 }
 
 // typedFlags parses args, the words typed after the command's name, with

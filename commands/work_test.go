@@ -25,7 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/commands"
+	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -830,7 +832,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if n, _, _, err := membership.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
+		if n, _, _, err := membership.CountParked(ctx, jsapi.New(connect.Around(js, 5*time.Second)), "dlq.orders"); err != nil || n != 0 {
 			t.Errorf("%d messages parked (%v), want none", n, err)
 		}
 	}

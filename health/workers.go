@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -131,7 +132,7 @@ func readWorkers(ctx context.Context, c *connect.Conn, stream string, designs []
 	}
 	for subject := range subjects {
 		g.Go(func() error {
-			n, stream, _, err := membership.CountParked(ctx, c.JS, subject)
+			n, stream, _, err := membership.CountParked(ctx, jsapi.New(c), subject)
 			p := Parked{Subject: subject, Stream: stream, Count: n}
 			if err != nil {
 				p.Err = workersError(ctx, c, err)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lanes-dev/lanes/jsapi"
 )
 
 // Bucket is the KV bucket that holds the membership of every design's
@@ -47,9 +49,9 @@ func escapeKey(s string) string {
 // Open binds the membership bucket, creating it when
 // missing with per-key TTLs (LimitMarkerTTL, server 2.11+) and the given
 // replicas. Instances that start together race to create it: an attempt
-// that gets no answer in a quarter of ctx's time is tried again (binding
-// first: the create it sent may have succeeded), rather than the instance
-// exiting at ctx's deadline.
+// that gets no answer in a quarter of ctx's time, or finds the bucket's
+// stream named but not there yet, is tried again (binding first: the
+// create it sent may have succeeded), rather than the instance exiting.
 func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
 	attempt := time.Second
 	if d, ok := ctx.Deadline(); ok {
@@ -59,8 +61,16 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		kv, err := openBucketOnce(actx, js, bucket, replicas)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		// No answer, or a bucket another instance is creating this moment
+		// (its stream named but not found yet, in a cluster): try again.
+		racing := errors.Is(err, context.DeadlineExceeded) || jsapi.IsStreamNotFound(err) || errors.Is(err, jetstream.ErrBucketNotFound)
+		if err == nil || ctx.Err() != nil || !racing {
 			return kv, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

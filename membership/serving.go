@@ -155,26 +155,17 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 
 // CountParked counts the messages stored on a dead-letter subject, and
 // which stream stores them. ok is false when no stream stores the subject.
-func CountParked(ctx context.Context, js jetstream.JetStream, subject string) (count uint64, stream string, ok bool, err error) {
-	stream, err = js.StreamNameBySubject(ctx, subject)
+func CountParked(ctx context.Context, api *jsapi.Client, subject string) (count uint64, stream string, ok bool, err error) {
+	stream, err = api.StreamBySubject(ctx, subject)
 	if jsapi.IsStreamNotFound(err) {
 		return 0, "", false, nil
 	}
 	if err != nil {
 		return 0, "", false, err
 	}
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0, stream, false, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	subjects, err := api.Subjects(ctx, stream, subject)
 	if err != nil {
 		return 0, stream, false, fmt.Errorf("dead-letter stream %s: %w", stream, err)
 	}
-	for subj, n := range info.State.Subjects {
-		if subj == subject {
-			count += n
-		}
-	}
-	return count, stream, true, nil
+	return subjects[subject], stream, true, nil
 }

@@ -36,10 +36,10 @@ type Msg struct {
 // RetryAfter redelivers it after that delay; any other error redelivers it
 // after the lane's backoff; an error made by Outage says the handler
 // could not run at all (the message waits, and it is tried again). ctx
-// ends when --max-process-time passes, when
-// the instance loses contact with the server for most of the ack wait, or
-// when the instance is told to stop at once: a handler must return soon
-// after, since the lane takes no other message until it does.
+// ends when Config.MaxProcessTime passes, when the instance loses contact
+// with the server for most of the ack wait, or when the instance is told
+// to stop at once: a handler must return soon after, since the lane takes
+// no other message until it does.
 type Handler interface {
 	Handle(ctx context.Context, m *Msg) error
 }

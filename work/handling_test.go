@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -164,7 +166,7 @@ func TestPoisonPark(t *testing.T) {
 	if n := rec.seqs()[2]; n != 1 {
 		t.Errorf("seq 2 ran %d times, want 1 (terminated at once)", n)
 	}
-	n, stream, ok, err := membership.CountParked(ctx, js, "dlq.orders")
+	n, stream, ok, err := membership.CountParked(ctx, jsapi.New(connect.Around(js, 5*time.Second)), "dlq.orders")
 	if err != nil || !ok || n != 2 || stream != "DLQ" {
 		t.Fatalf("CountParked = %d %s %v %v, want 2 in DLQ", n, stream, ok, err)
 	}
@@ -216,6 +218,8 @@ func TestTerm(t *testing.T) {
 			return nil
 		}))
 	waitFor(t, "seq 2", 10*time.Second, func() bool { return rec.seqs()[2] == 1 })
+	// A handler's end comes before its ack is confirmed, and counted.
+	waitFor(t, "seq 2 acked", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
 	if st := w.w.Stats(); st.Terminated != 1 || st.Processed != 1 {
 		t.Errorf("stats %+v", st)
 	}

@@ -37,31 +37,23 @@ var defaultRetry = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second
 // (1-based) before redelivering: the backoff step for that delivery when the
 // lane has one, else the ack wait. In-progress acks restart it.
 func (l *laneInfo) deadline(attempt int) time.Duration {
-	if len(l.backoff) == 0 {
-		return l.ackWait
-	}
-	return l.backoff[min(max(attempt-1, 0), len(l.backoff)-1)]
+	return planner.AckDeadline(l.ackWait, l.backoff, attempt)
 }
 
 // nakDelay returns the delay to put in a -NAK after a failed attempt so
 // that the redelivery comes after want (want < 0: the lane's schedule),
-// and that effective delay. The server (2.11-2.15, consumer.go processNak
-// and checkPending) waits delay - ack_wait + backoff[attempt-1] when the
-// lane has a backoff, and delay otherwise; a nak delay keeps the
-// ack-pending slot, so the lane idles for it, which is what order needs.
+// and that effective delay (planner.NakDelay has the server's rule). A
+// nak delay keeps the ack-pending slot, so the lane idles for it, which
+// is what order needs.
 func (l *laneInfo) nakDelay(attempt int, want time.Duration) (send, effective time.Duration) {
-	step := l.deadline(attempt)
 	if want < 0 {
 		if len(l.backoff) > 0 {
-			want = step
+			want = l.deadline(attempt)
 		} else {
 			want = defaultRetry[min(max(attempt-1, 0), len(defaultRetry)-1)]
 		}
 	}
-	if len(l.backoff) == 0 {
-		return want, want
-	}
-	return max(want+l.ackWait-step, 0), want
+	return planner.NakDelay(l.ackWait, l.backoff, attempt, want), want
 }
 
 // listLanes returns the lanes of design on stream, the consumers tagged
@@ -104,7 +96,7 @@ var noLanesRepeat = 5 * time.Minute
 
 // warnNoLanes says, at start and every noLanesRepeat while it stays so,
 // that the stream has no lanes of the design, naming the designs that it
-// has lanes of (a typo in --name, or a design not applied yet). The
+// has lanes of (a typo in the design name, or a design not applied yet). The
 // instance keeps running: lanes applied later are served. w.mu is held.
 func (w *Worker) warnNoLanes(found map[string]*laneInfo, refused map[string]string, others map[string]int) {
 	if len(found) > 0 || len(refused) > 0 {

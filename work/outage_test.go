@@ -13,7 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 )
 
@@ -84,7 +86,9 @@ func TestOutageIsNotPoison(t *testing.T) {
 	}
 	down.Store(false)
 	waitFor(t, "seq 2 processed", 30*time.Second, func() bool { return rec.seqs()[2] == 1 })
-	if n, _, _, err := membership.CountParked(ctx, js, "dlq.orders"); err != nil || n != 0 {
+	// A handler's end comes before its ack is confirmed, and counted.
+	waitFor(t, "seq 2 acked", 10*time.Second, func() bool { return w.w.Stats().Processed == 2 })
+	if n, _, _, err := membership.CountParked(ctx, jsapi.New(connect.Around(js, 5*time.Second)), "dlq.orders"); err != nil || n != 0 {
 		t.Errorf("%d parked (%v), want none", n, err)
 	}
 	if o := w.w.Outages(); len(o) != 0 {

@@ -145,8 +145,8 @@ func New(js jetstream.JetStream, cfg Config, h Handler) (*Worker, error) {
 // Instance is this worker's name in the membership.
 func (w *Worker) Instance() string { return w.cfg.Instance }
 
-// Abort stops at once: handlers are cancelled (an --exec process group is
-// killed), messages in flight are handed back with a nak, and Run returns
+// Abort stops at once: handlers are cancelled (their contexts end),
+// messages in flight are handed back with a nak, and Run returns
 // ErrAborted.
 func (w *Worker) Abort() {
 	w.mu.Lock()
@@ -335,7 +335,7 @@ func (w *Worker) checkServer(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if w.cfg.DeadLetter != "" {
-		name, err := w.js.StreamNameBySubject(rctx, w.cfg.DeadLetter)
+		name, err := w.api.StreamBySubject(rctx, w.cfg.DeadLetter)
 		switch {
 		case jsapi.IsStreamNotFound(err):
 			return 0, fmt.Errorf("dead-letter subject %s: no stream stores it, so parked messages would be lost: create a stream that stores it first", w.cfg.DeadLetter)
@@ -645,7 +645,7 @@ func (w *Worker) shutdown(ls *membership.Session) error {
 
 // unpin releases a pinned lane's pin so the next pull gets it at once.
 func (w *Worker) unpin(lane, group string) {
-	err := w.api.Write(context.Background(), "CONSUMER.UNPIN."+w.cfg.Stream+"."+lane, map[string]string{"group": group}, nil)
+	err := w.api.UnpinConsumer(context.Background(), w.cfg.Stream, lane, group)
 	if err != nil {
 		w.log.Warn("cannot unpin the lane: its pin moves after its pinned TTL", "lane", lane, "error", err)
 	}

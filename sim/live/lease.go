@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/lanes-dev/lanes/kvlease"
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 )
 
@@ -119,19 +120,15 @@ func (wk *worker) leased(ctx context.Context, m jetstream.Msg, idx, attempt int)
 }
 
 // nakDelayed hands the message back to be redelivered after the lease
-// retry delay. On a consumer with a backoff, nats-server (2.11-2.15) waits
-// delay - ack wait + backoff[attempt-1] (see work's nakDelay), so the
-// delay sent is corrected for it.
+// retry delay, corrected for how the server waits after a nak on a
+// consumer with a backoff (planner.NakDelay).
 func (wk *worker) nakDelayed(m jetstream.Msg, attempt int) error {
 	r := wk.r
-	want := r.o.Lease.Retry
-	if len(r.lane0.BackOff) > 0 {
-		want = max(want+r.lane0.AckWait-r.ackWaitOf(attempt), 0)
-	}
-	if want <= 0 {
+	delay := planner.NakDelay(r.lane0.AckWait, r.lane0.BackOff, attempt, r.o.Lease.Retry)
+	if delay <= 0 {
 		return m.Nak()
 	}
-	return m.NakWithDelay(want)
+	return m.NakWithDelay(delay)
 }
 
 // leaseTick is how often a worker with in-progress acks sends them and

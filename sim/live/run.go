@@ -109,10 +109,7 @@ func (o *Options) params() strategy.Params {
 // ackWaitOf is how long the server waits for the ack of a delivery
 // (1-based): the backoff step when the lanes have one.
 func (r *strategyRun) ackWaitOf(attempt int) time.Duration {
-	if b := r.lane0.BackOff; len(b) > 0 {
-		return b[min(max(attempt-1, 0), len(b)-1)]
-	}
-	return r.lane0.AckWait
+	return planner.AckDeadline(r.lane0.AckWait, r.lane0.BackOff, attempt)
 }
 
 // shortestAckWait is the shortest time the server waits for an ack: with

@@ -116,15 +116,14 @@ func (s *sandbox) consumers(st strategy.Strategy, p strategy.Params) ([]planner.
 // nothing to diff. Consumers are created a few at a time: a thousand lanes
 // one by one take seconds.
 func (s *sandbox) create(ctx context.Context, api *jsapi.Client, defs []planner.ConsumerConfig) error {
-	if err := api.Write(ctx, "STREAM.CREATE."+s.stream, s.plan.Stream, nil); err != nil {
+	if err := api.CreateStream(ctx, s.stream, s.plan.Stream); err != nil {
 		return fmt.Errorf("creating the simulation stream %s: %w", s.stream, err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, def := range defs {
 		g.Go(func() error {
-			req := map[string]any{"stream_name": s.stream, "config": def, "action": "create"}
-			if err := api.Write(gctx, "CONSUMER.CREATE."+s.stream+"."+def.Durable, req, nil); err != nil {
+			if _, err := api.CreateConsumer(gctx, s.stream, def.Durable, def); err != nil {
 				return fmt.Errorf("creating the simulation consumer %s: %w", def.Durable, err)
 			}
 			return nil
@@ -138,7 +137,7 @@ func (s *sandbox) create(ctx context.Context, api *jsapi.Client, defs []planner.
 func (s *sandbox) remove(ctx context.Context, api *jsapi.Client, keep bool) error {
 	var errs []error
 	for _, b := range s.buckets {
-		err := api.Write(ctx, "STREAM.DELETE.KV_"+b, nil, nil)
+		err := api.DeleteStream(ctx, "KV_"+b)
 		if err != nil && !jsapi.IsStreamNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing the simulation bucket %s: %w", b, err))
 		}
@@ -146,7 +145,7 @@ func (s *sandbox) remove(ctx context.Context, api *jsapi.Client, keep bool) erro
 	if keep {
 		return errors.Join(errs...)
 	}
-	err := api.Write(ctx, "STREAM.DELETE."+s.stream, nil, nil)
+	err := api.DeleteStream(ctx, s.stream)
 	if err != nil && !jsapi.IsStreamNotFound(err) {
 		errs = append(errs, fmt.Errorf("removing the simulation stream %s: %w", s.stream, err))
 	}

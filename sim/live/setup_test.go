@@ -114,7 +114,7 @@ func TestEveryRegisteredStrategyRunsLive(t *testing.T) {
 	p := newPlan(t, 2)
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: time.Millisecond})
 	o := Options{Plan: p, Workload: w, Strategies: strategy.All, Lease: strategy.LeaseSettings{TTL: time.Second, Retry: time.Millisecond}}
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
 }
