@@ -2,14 +2,18 @@ package work
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -199,4 +203,61 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 		sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		return err == nil && len(sv.Members) == 2
 	})
+}
+
+// TestAcrossADomain: an instance connected to a leaf node serves lanes
+// of the hub's JetStream domain (jetstream.NewWithDomain): its pulls,
+// acks, lease renewals and lane records all reach the hub. Its lease must
+// hold (a renewal published on a bare $KV subject reached the leaf's
+// JetStream, found no bucket, and the instance lost its lease every few
+// seconds), and every message is processed in order.
+func TestAcrossADomain(t *testing.T) {
+	hub, leaf := natstest.StartLeaf(t)
+	_, hubJS := natstest.Connect(t, hub.URL())
+	p := natstest.Plan(t, "orders", 4)
+	natstest.CreateLanes(t, hubJS, p)
+	run := ordercheck.New(t, p, keysOnEveryLane(t, p), 10, func(string) time.Duration { return time.Millisecond })
+
+	nc, err := nats.Connect(leaf.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithDomain(nc, "hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.Buffer{}
+	w, err := New(js, Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "leafy", Lease: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}, judged(run, "leafy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ended; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	run.Publish(ctx, t, hubJS, 20*time.Millisecond)
+	waitFor(t, "every message processed", 30*time.Second, run.Done)
+	run.Check(t)
+	// Several renewals (every 2s/3) have passed; none may have failed.
+	began := time.Now()
+	waitFor(t, "three renewals", 10*time.Second, func() bool { return time.Since(began) > 2*time.Second })
+	if l := logs.String(); strings.Contains(l, "lease lost") || strings.Contains(l, "cannot renew") {
+		t.Errorf("the lease did not hold across the domain:\n%s", l)
+	}
+	sv, err := membership.ReadServing(ctx, hubJS, p.Stream.Name, p.Design.Name)
+	if err != nil || len(sv.Members) != 1 || sv.Members[0].Instance != "leafy" {
+		t.Fatalf("members in the hub's bucket: %+v, %v", sv, err)
+	}
+	for _, l := range p.Lanes {
+		if r := sv.Lanes[l.Name]; r.Instance != "leafy" || r.Gone {
+			t.Errorf("lane %s record %+v", l.Name, r)
+		}
+	}
 }
