@@ -16,7 +16,6 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
-	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/progress"
 	"github.com/lanes-dev/lanes/render"
@@ -179,7 +178,6 @@ func runApply(ctx context.Context, o ApplyOptions) error {
 		return err
 	}
 	defer conn.Close()
-	o.Converge.LaneRecords = laneRecords(conn)
 	view := newApplyView(o, conn.Server)
 	// The lock comes before the diff: a diff read before another apply
 	// finished would be acted on stale.
@@ -264,25 +262,6 @@ func refusedByLock(ctx context.Context, conn *connect.Conn, o ApplyOptions, view
 	}
 	view.done(out)
 	return out.err
-}
-
-// laneRecords reads what lanes work recorded about a design's lanes (its
-// membership bucket), for a lane missing from a generation that runs:
-// which instance served it, since when, and the last message it processed
-// (recorded every work.RecordEvery at most, and when the lane was handed
-// over or deleted; the record of a deleted lane is kept for a week).
-func laneRecords(conn *connect.Conn) func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
-	return func(ctx context.Context, stream, design string) (map[string]converge.LaneRecord, error) {
-		sv, err := membership.ReadServing(ctx, conn.JS, stream, design)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[string]converge.LaneRecord, len(sv.Lanes))
-		for lane, ls := range sv.Lanes {
-			out[lane] = converge.LaneRecord{Instance: ls.Instance, Since: ls.Since, Processed: ls.Processed}
-		}
-		return out, nil
-	}
 }
 
 func lockOwner(o ApplyOptions) converge.LockOwner {

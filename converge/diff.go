@@ -46,10 +46,11 @@ type Options struct {
 	// RestartNow. Empty: apply refuses when the lane's partition holds
 	// messages it could deliver again.
 	MissingLaneStart string
-	// LaneRecords, when set, reads what lanes work recorded about a
-	// design's lanes (lane name -> record). Compare calls it only when a
-	// lane is missing from a generation that runs; an error is reported in
-	// the diff, not returned.
+	// LaneRecords reads what lanes work recorded about a design's lanes
+	// (lane name -> record); nil: its membership bucket (membership
+	// package). Compare calls it only when a lane is missing from a
+	// generation that runs; an error is reported in the diff, not
+	// returned.
 	LaneRecords func(ctx context.Context, stream, design string) (map[string]LaneRecord, error)
 	// Progress, when set, is told how far each phase is.
 	Progress func(Progress)

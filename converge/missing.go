@@ -7,6 +7,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -218,16 +219,18 @@ func (d *Diff) missing() []*LaneChange {
 // the generation's start, and from the position lanes work recorded.
 // Nothing is written.
 func readMissing(ctx context.Context, conn *connect.Conn, p *planner.Plan, live *Live, o Options, lanes []*LaneChange) error {
-	if o.LaneRecords != nil {
-		recs, err := o.LaneRecords(ctx, p.Stream.Name, p.Design.Name)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if err != nil {
-			live.LaneRecordsErr = err.Error()
-		}
-		live.LaneRecords = recs
+	read := o.LaneRecords
+	if read == nil {
+		read = membershipRecords(conn)
 	}
+	recs, err := read(ctx, p.Stream.Name, p.Design.Name)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		live.LaneRecordsErr = err.Error()
+	}
+	live.LaneRecords = recs
 	a := jsapi.New(conn)
 	live.Stored = map[StoredKey]jsapi.Stored{}
 	for _, l := range lanes {
@@ -245,6 +248,25 @@ func readMissing(ctx context.Context, conn *connect.Conn, p *planner.Plan, live 
 		}
 	}
 	return nil
+}
+
+// membershipRecords reads what lanes work recorded about a design's lanes
+// in its membership bucket: which instance served each, since when, and
+// the last message it processed (recorded every work.RecordEvery at most,
+// at a hand-over, and when the lane was deleted: that record is kept for a
+// week).
+func membershipRecords(conn *connect.Conn) func(ctx context.Context, stream, design string) (map[string]LaneRecord, error) {
+	return func(ctx context.Context, stream, design string) (map[string]LaneRecord, error) {
+		sv, err := membership.ReadServing(ctx, conn.JS, stream, design)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]LaneRecord, len(sv.Lanes))
+		for lane, ls := range sv.Lanes {
+			out[lane] = LaneRecord{Instance: ls.Instance, Since: ls.Since, Processed: ls.Processed}
+		}
+		return out, nil
+	}
 }
 
 // createMissing creates a lane missing from a running generation where it
