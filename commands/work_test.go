@@ -1105,8 +1105,9 @@ func TestWorkNoSuchDesign(t *testing.T) {
 	url := natstest.Start(t).URL()
 	applyDesign(t, url, "--partitions", "2")
 	r := startWorkInProcess(t, "--stream", "ORDERS", "--name", "nosuch", "-s", url, "--exec", "true")
-	waitForCond(t, "the warning", 20*time.Second, func() bool {
-		return strings.Contains(r.err.String(), "no lanes of design nosuch on stream ORDERS") && strings.Contains(r.err.String(), "orders (2 lanes)")
+	waitForCond(t, "the warning, and the join", 20*time.Second, func() bool {
+		return strings.Contains(r.err.String(), "no lanes of design nosuch on stream ORDERS") && strings.Contains(r.err.String(), "orders (2 lanes)") &&
+			strings.Contains(r.err.String(), "in the membership") // a stop before it is an interrupted start (exit 130)
 	})
 	select {
 	case code := <-r.code:

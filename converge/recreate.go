@@ -48,17 +48,25 @@ func (x *executor) recreate(ctx context.Context, l *LaneChange) error {
 		}
 		ph = info
 	}
+	// The lane may be gone meanwhile (an interrupted apply's delete
+	// landing after this apply listed it): the record says where it
+	// restarts.
+	gone := func() error {
+		return x.createFromRecord(ctx, l, ph, &Position{StartSeq: placeholderStart(ph)}, operatorPause)
+	}
 	if operatorPause == nil && !isHeld(l.live.Config) {
 		until := time.Now().Add(x.recreatePause())
-		if err := x.pause(ctx, l.Name, until); err != nil {
+		err := x.pause(ctx, l.Name, until)
+		if jsapi.IsConsumerNotFound(err) {
+			return gone()
+		}
+		if err != nil {
 			return fmt.Errorf("pausing before the recreate: %w", err)
 		}
 	}
 	info, err := x.settled(ctx, l.Name)
 	if jsapi.IsConsumerNotFound(err) {
-		// Gone meanwhile (an interrupted apply's delete landing late):
-		// the record says where it restarts.
-		return x.createFromRecord(ctx, l, ph, &Position{StartSeq: placeholderStart(ph)}, operatorPause)
+		return gone()
 	}
 	if err != nil {
 		return err
