@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -23,9 +23,9 @@ import (
 func TestApplyConfirmationPrompt(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p, err := planFor(t)
-	if err != nil {
-		t.Fatal(err)
+	seed := testutil.ReadDesign(t, seedFile)
+	p := func(ackPending int) *planner.Plan {
+		return testutil.PlanDesign(t, seed, func(d *planner.Design) { d.Lane.MaxAckPending = ackPending })
 	}
 	run := func(answer string, ackPending int) error {
 		var out, errb strings.Builder
@@ -56,77 +56,7 @@ func TestApplyConfirmationPrompt(t *testing.T) {
 	}
 }
 
-// planFor plans the seed design with a given max ack pending.
-func planFor(t *testing.T) (func(int) *planner.Plan, error) {
-	data, err := os.ReadFile("../examples/seed/lanes.yaml")
-	if err != nil {
-		return nil, err
-	}
-	return func(ackPending int) *planner.Plan {
-		d, err := planner.ParseDesign(data, "lanes.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Lane.MaxAckPending = ackPending
-		p, err := planner.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}, nil
-}
-
-// planWith plans the seed design changed by mut.
-func planWith(t *testing.T, mut func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	data, err := os.ReadFile("../examples/seed/lanes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := planner.ParseDesign(data, "lanes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mut != nil {
-		mut(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func partitions(n int) func(*planner.Design) { return func(d *planner.Design) { d.Partitions = n } }
-
-// syncBuffer is a buffer written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestApplyWaitingAtPromptHoldsTheLock: an operator reads the diff of a
 // repartition at the prompt while CI applies the same repartition. CI is
@@ -138,26 +68,26 @@ func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
 	conn := connect.Options{Server: srv.URL()}
 	quiet := func() *IO { return &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard} }
 	ctx := context.Background()
-	if err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: planWith(t, partitions(8)), Conn: conn, Yes: true, Output: "table"}); err != nil {
+	if err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile), partitions(8)), Conn: conn, Yes: true, Output: "table"}); err != nil {
 		t.Fatal(err)
 	}
-	p16 := planWith(t, partitions(16))
+	p16 := testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile), partitions(16))
 	drain := converge.Options{DrainTimeout: time.Minute}
 
 	answer, say := io.Pipe()
-	prompt := &syncBuffer{}
+	prompt := &testutil.Buffer{}
 	operator := make(chan error, 1)
 	go func() {
 		operator <- runApply(ctx, ApplyOptions{IO: &IO{In: answer, Out: io.Discard, Err: prompt, InTTY: true}, Plan: p16, Conn: conn, Output: "table", Converge: drain})
 	}()
-	waitFor(t, "the operator's prompt", func() bool { return strings.Contains(prompt.String(), "Apply these changes") })
+	testutil.WaitFor(t, "the operator's prompt", 30*time.Second, func() bool { return strings.Contains(prompt.String(), "Apply these changes") })
 
 	err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: p16, Conn: conn, Yes: true, Output: "table", Converge: drain})
 	if exitCode(err) != ExitRefused || !strings.Contains(fmt.Sprint(err), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("CI's apply while the operator holds the prompt: exit %d (%v), want 4 naming the holder", exitCode(err), err)
 	}
 
-	ciOut := &syncBuffer{}
+	ciOut := &testutil.Buffer{}
 	ci := make(chan error, 1)
 	go func() {
 		ci <- runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: ciOut, Err: io.Discard}, Plan: p16, Conn: conn, Yes: true, Output: "table",
@@ -198,7 +128,7 @@ func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
 	srv := natstest.Start(t)
 	conn := connect.Options{Server: srv.URL()}
 	ctx := context.Background()
-	if err := runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Plan: planWith(t, nil), Conn: conn, Yes: true, Output: "table"}); err != nil {
+	if err := runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Plan: testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile)), Conn: conn, Yes: true, Output: "table"}); err != nil {
 		t.Fatal(err)
 	}
 	r, w, err := os.Pipe()
@@ -206,7 +136,7 @@ func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got syncBuffer
+	var got testutil.Buffer
 	var read atomic.Bool
 	go func() {
 		time.Sleep(300 * time.Millisecond) // a slow reader
@@ -224,7 +154,7 @@ func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
 	}()
 	watch := &promptWatch{diffRead: read.Load}
 	err = runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader("n\n"), Out: w, Err: watch, InTTY: true},
-		Plan: planWith(t, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) }), Conn: conn, Output: "table"})
+		Plan: testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile), func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) }), Conn: conn, Output: "table"})
 	w.Close()
 	if exitCode(err) != ExitRefused || !watch.prompted.Load() {
 		t.Fatalf("want the prompt answered no: %v", err)

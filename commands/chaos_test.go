@@ -18,6 +18,7 @@ import (
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/chaos"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -283,7 +284,7 @@ func (e *chaosEnv) prompt(args []string, want int) {
 		}
 	}
 	answer, say := io.Pipe()
-	prompt := &syncBuffer{}
+	prompt := &testutil.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- commands.MainOnTerminal(context.Background(), append([]string{"lanes"}, operator...), answer, io.Discard, prompt)

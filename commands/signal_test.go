@@ -16,6 +16,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // startLanes runs lanes in a child process (see TestMain) with its output
@@ -266,7 +267,7 @@ func TestSignalInspectWatch(t *testing.T) {
 			argv, _ := json.Marshal([]string{"inspect", "--stream", "NOPE", "-s", srv.URL(), "--watch", "200ms"})
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-			var stdout syncBuffer
+			var stdout testutil.Buffer
 			var stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Start(); err != nil {

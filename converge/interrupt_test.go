@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -66,7 +67,7 @@ func assertConverged(t *testing.T, url string, p *planner.Plan) {
 func TestInterruptedCreateConverges(t *testing.T) {
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
-	p := mustPlan(t, design(200))
+	p := testutil.PlanDesign(t, testutil.Seed(200))
 	ctx, cancel := context.WithCancel(context.Background())
 	onRequests(t, srv.URL(), "CONSUMER.CREATE", 50, cancel)
 	t0 := time.Now()
@@ -93,7 +94,7 @@ func TestInterruptedCreateConverges(t *testing.T) {
 // next one converges, with every lane created before the restart kept.
 func TestServerRestartMidApplyConverges(t *testing.T) {
 	srv := natstest.Start(t)
-	p := mustPlan(t, design(300))
+	p := testutil.PlanDesign(t, testutil.Seed(300))
 	c := open(t, srv.URL())
 	restarted := make(chan struct{})
 	onRequests(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
@@ -118,12 +119,12 @@ func TestRepartitionInterruptedAndRestarted(t *testing.T) {
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p3 := mustPlan(t, design(3))
+	p3 := testutil.PlanDesign(t, testutil.Seed(3))
 	apply(t, c, p3, converge.Options{})
 	oc := newOrderCheck(t, js, p3.Stream.Name, "orders", 20)
 	oc.publish(300)
 
-	p24 := mustPlan(t, design(24))
+	p24 := testutil.PlanDesign(t, testutil.Seed(24))
 	ctx, cancel := context.WithCancel(context.Background())
 	onRequests(t, srv.URL(), "CONSUMER.CREATE.ORDERS.orders-n24", 2, cancel)
 	_, _, err := converge.Apply(ctx, c, p24, converge.Options{Concurrency: 1})

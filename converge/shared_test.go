@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -24,9 +25,9 @@ func TestSharedStreamRepartitionedOneAfterAnother(t *testing.T) {
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
 	shared := func(name string, n int) *planner.Plan {
-		d := design(n)
+		d := testutil.Seed(n)
 		d.Name, d.Stream.Name = name, "ORDERS"
-		return mustPlan(t, d)
+		return testutil.PlanDesign(t, d)
 	}
 	apply(t, c, shared("orders", 4), converge.Options{})
 	apply(t, c, shared("audit", 4), converge.Options{})

@@ -10,6 +10,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestServerGoneStopsWithinTimeout: the server dies while apply creates
@@ -18,7 +19,7 @@ import (
 // to do instead of listing one failure per lane.
 func TestServerGoneStopsWithinTimeout(t *testing.T) {
 	srv := natstest.Start(t)
-	p := mustPlan(t, design(600))
+	p := testutil.PlanDesign(t, testutil.Seed(600))
 	c, err := connect.Open(context.Background(), connect.Options{Server: srv.URL(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)

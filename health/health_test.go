@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -101,7 +102,7 @@ func mustFind(t *testing.T, r *health.Report, code, lane string, sev health.Seve
 // the subject counts, in four requests; judged, it has no findings.
 func TestReadSnapshot(t *testing.T) {
 	e := newEnv(t)
-	p := natstest.Plan(t, "healthy", 8)
+	p := testutil.Plan(t, "healthy", 8)
 	natstest.CreateLanes(t, e.js, p)
 	for part := 0; part < 8; part++ {
 		natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, part, 3)...)
@@ -138,7 +139,7 @@ func TestReadSnapshot(t *testing.T) {
 // TestReadBounds: what Read leaves out when told to, and a missing stream.
 func TestReadBounds(t *testing.T) {
 	e := newEnv(t)
-	p := natstest.Plan(t, "bounds", 2)
+	p := testutil.Plan(t, "bounds", 2)
 	natstest.CreateLanes(t, e.js, p)
 	natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, 0, 2)...)
 	natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, 1, 1)...)
@@ -162,7 +163,7 @@ func TestReadBounds(t *testing.T) {
 // server counts a redelivery as the judge expects (HeadDeliveries).
 func TestFiguresMatchConsumerInfo(t *testing.T) {
 	e := newEnv(t)
-	p := natstest.Plan(t, "figures", 4)
+	p := testutil.Plan(t, "figures", 4)
 	natstest.CreateLanes(t, e.js, p,
 		onLane(p, 2, func(c *jetstream.ConsumerConfig) { c.AckWait = 300 * time.Millisecond }),
 		onLane(p, 3, func(c *jetstream.ConsumerConfig) { c.PauseUntil = ptr(time.Now().Add(time.Hour)) }))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -186,7 +187,7 @@ func TestNextMsgAndSubjects(t *testing.T) {
 func TestListEachAgreesWithList(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	natstest.CreateLanes(t, js, natstest.Plan(t, "orders", 40))
+	natstest.CreateLanes(t, js, testutil.Plan(t, "orders", 40))
 	api := open(t, connect.Options{Server: srv.URL()})
 	ctx := context.Background()
 	list, err := api.List(ctx, "ORDERS")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -22,7 +23,7 @@ func TestClusterDrainsBacklog(t *testing.T) {
 	_, js := natstest.Connect(t, cl.Servers[0].URL())
 	for i, pinned := range []bool{false, true} {
 		t.Run(fmt.Sprint(pinned), func(t *testing.T) {
-			p := natstest.Plan(t, fmt.Sprintf("cd%d", i), 4, func(d *planner.Design) {
+			p := testutil.Plan(t, fmt.Sprintf("cd%d", i), 4, func(d *planner.Design) {
 				d.Stream.Replicas = 3
 				d.Lane.Pinned = pinned
 			})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -92,22 +93,22 @@ func TestServerRestartResumesEveryLane(t *testing.T) {
 	// A lease that outlives the restart: the lanes are not restarted by
 	// the instance joining again, only by what follows the reconnect.
 	a := startWorker(t, "nats://"+relay.Addr(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", Lease: 30 * time.Second}, runs.handler())
-	waitFor(t, "a serving 8 lanes", 20*time.Second, func() bool { return settled(p, 8, 8, a) })
+	testutil.WaitFor(t, "a serving 8 lanes", 20*time.Second, func() bool { return settled(p, 8, 8, a) })
 	runs.reset(time.Now())
 	_, js := natstest.Connect(t, s.URL())
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
 
 	reconnects := a.nc.Stats().Reconnects
 	relay.Freeze()
 	s.Restart()
 	relay.Cut()
-	waitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
+	testutil.WaitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
 	_, js = natstest.Connect(t, s.URL())
 	published := time.Now()
 	runs.reset(published)
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running after the restart", 30*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running after the restart", 30*time.Second, func() bool { return runs.count() == 8 })
 	checkStalls(t, runs.stalls(published), 3*time.Second)
 }
 
@@ -120,7 +121,7 @@ func TestServerRestartResumesEveryLane(t *testing.T) {
 func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl.Servers[1].URL()+","+cl.Servers[2].URL())
-	p := natstest.Plan(t, "orders", 8, func(d *planner.Design) { d.Stream.Replicas = 3 })
+	p := testutil.Plan(t, "orders", 8, func(d *planner.Design) { d.Stream.Replicas = 3 })
 	natstest.CreateLanes(t, js, p)
 	keys := keysOnEveryLane(t, p)
 	relay := natstest.NewRelay(t, cl.Servers[0].Server.Addr().String())
@@ -128,17 +129,17 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 	// Through the relay only: the other nodes are learned from the
 	// cluster, for the reconnect.
 	a := startWorker(t, "nats://"+relay.Addr(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", Lease: 30 * time.Second}, runs.handler())
-	waitFor(t, "a serving 8 lanes", 30*time.Second, func() bool { return settled(p, 8, 8, a) })
+	testutil.WaitFor(t, "a serving 8 lanes", 30*time.Second, func() bool { return settled(p, 8, 8, a) })
 	runs.reset(time.Now())
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
 
 	relay.Freeze()
 	cl.Servers[0].Stop()
 	// The worker learns of the loss only after the new leaders told the
 	// requests they knew of (409 Leadership Change) where nobody listened.
 	defer relay.Cut()
-	waitFor(t, "every lane with a leader again", 60*time.Second, func() bool {
+	testutil.WaitFor(t, "every lane with a leader again", 60*time.Second, func() bool {
 		for _, l := range p.Lanes {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			c, err := js.Consumer(ctx, p.Stream.Name, l.Name)
@@ -151,11 +152,11 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 	})
 	reconnects := a.nc.Stats().Reconnects
 	relay.Cut()
-	waitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
+	testutil.WaitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
 	published := time.Now()
 	runs.reset(published)
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running after the node loss", 30*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running after the node loss", 30*time.Second, func() bool { return runs.count() == 8 })
 	checkStalls(t, runs.stalls(published), 3*time.Second)
 }
 
@@ -170,7 +171,7 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 	}
 	a := startWorker(t, s.URL(), cfg("a"), judged(run, "a"))
 	b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
-	waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
+	testutil.WaitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	published := make(chan struct{})
@@ -178,12 +179,12 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 		defer close(published)
 		run.Publish(ctx, t, js, 100*time.Millisecond)
 	}()
-	waitFor(t, "some messages done", 20*time.Second, func() bool { return run.Executions()["a"]+run.Executions()["b"] >= 8 })
+	testutil.WaitFor(t, "some messages done", 20*time.Second, func() bool { return run.Executions()["a"]+run.Executions()["b"] >= 8 })
 	if err := js.DeleteKeyValue(ctx, membership.Bucket); err != nil {
 		t.Fatal(err)
 	}
 	<-published
-	waitFor(t, "every message finished", 60*time.Second, run.Done)
+	testutil.WaitFor(t, "every message finished", 60*time.Second, run.Done)
 	run.Check(t)
 	for _, w := range []*started{a, b} {
 		select {
@@ -195,7 +196,7 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 	if _, err := js.KeyValue(ctx, membership.Bucket); err != nil {
 		t.Errorf("the bucket was not recreated: %v", err)
 	}
-	waitFor(t, "both instances members of the new bucket", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "both instances members of the new bucket", 20*time.Second, func() bool {
 		sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		return err == nil && len(sv.Members) == 2
 	})

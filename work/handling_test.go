@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -28,7 +29,7 @@ func TestSlowerThanAckWait(t *testing.T) {
 	rec := &recorder{}
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
 		rec.handler("a", func(ctx context.Context, m *Msg) error { time.Sleep(3 * time.Second); return nil }))
-	waitFor(t, "4 messages", 30*time.Second, func() bool { return len(rec.seqs()) == 4 })
+	testutil.WaitFor(t, "4 messages", 30*time.Second, func() bool { return len(rec.seqs()) == 4 })
 	time.Sleep(1500 * time.Millisecond) // a redelivery would come by now
 	for _, c := range rec.snapshot() {
 		if c.attempt != 1 {
@@ -58,7 +59,7 @@ func TestMaxProcessTime(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "the second attempt", 10*time.Second, func() bool { return len(rec.snapshot()) == 2 })
+	testutil.WaitFor(t, "the second attempt", 10*time.Second, func() bool { return len(rec.snapshot()) == 2 })
 	calls := rec.snapshot()
 	if !cancelled.Load() {
 		t.Error("the hung handler's context did not end with the max process time")
@@ -98,7 +99,7 @@ func TestBackoffSchedule(t *testing.T) {
 					}
 					return nil
 				}))
-			waitFor(t, "every attempt", 20*time.Second, func() bool { return len(rec.snapshot()) == len(tc.want)+1 })
+			testutil.WaitFor(t, "every attempt", 20*time.Second, func() bool { return len(rec.snapshot()) == len(tc.want)+1 })
 			calls := rec.snapshot()
 			for i, want := range tc.want {
 				gap := calls[i+1].start.Sub(calls[i].end)
@@ -124,7 +125,7 @@ func TestPoisonBlock(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "4 attempts of the poison message", 10*time.Second, func() bool { return rec.seqs()[1] >= 4 })
+	testutil.WaitFor(t, "4 attempts of the poison message", 10*time.Second, func() bool { return rec.seqs()[1] >= 4 })
 	got := rec.seqs()
 	if got[2] != 0 {
 		t.Error("seq 2 ran while seq 1, ahead of it in its lane, keeps failing")
@@ -157,7 +158,7 @@ func TestPoisonPark(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "seq 3 processed", 10*time.Second, func() bool { return rec.seqs()[3] == 1 })
+	testutil.WaitFor(t, "seq 3 processed", 10*time.Second, func() bool { return rec.seqs()[3] == 1 })
 	if n := rec.seqs()[1]; n != 3 {
 		t.Errorf("seq 1 ran %d times before it was parked, want 3", n)
 	}
@@ -196,7 +197,7 @@ func TestPoisonPark(t *testing.T) {
 	if r := m2.Header.Get(HeaderParkedReason); r != "terminated by the handler" {
 		t.Errorf("second parked message's reason %q", r)
 	}
-	waitFor(t, "the lane empty", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the lane empty", 10*time.Second, func() bool {
 		c, err := js.Consumer(ctx, "ORDERS", p.Lanes[0].Name)
 		return err == nil && c.CachedInfo().NumAckPending == 0 && c.CachedInfo().NumPending == 0
 	})
@@ -215,7 +216,7 @@ func TestTerm(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "seq 2", 10*time.Second, func() bool { return rec.seqs()[2] == 1 })
+	testutil.WaitFor(t, "seq 2", 10*time.Second, func() bool { return rec.seqs()[2] == 1 })
 	if st := w.w.Stats(); st.Terminated != 1 || st.Processed != 1 {
 		t.Errorf("stats %+v", st)
 	}
@@ -226,7 +227,7 @@ func TestTerm(t *testing.T) {
 func TestHeldLane(t *testing.T) {
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
-	p := natstest.Plan(t, "orders", 1)
+	p := testutil.Plan(t, "orders", 1)
 	until := time.Now().Add(time.Hour)
 	natstest.CreateLanes(t, js, p, func(c *jetstream.ConsumerConfig) { c.PauseUntil = &until })
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 3)...)
@@ -240,7 +241,7 @@ func TestHeldLane(t *testing.T) {
 	if _, err := nc.Request("$JS.API.CONSUMER.PAUSE.ORDERS."+p.Lanes[0].Name, []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.snapshot()) == 3 })
+	testutil.WaitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.snapshot()) == 3 })
 	if took := time.Since(resumed); took > time.Second {
 		t.Errorf("took %s after the resume", took)
 	}
@@ -260,16 +261,16 @@ func TestStopHandsOver(t *testing.T) {
 			aCancelled.Store(ctx.Err() != nil)
 			return nil
 		}))
-	waitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
+	testutil.WaitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
 	b := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "b"}, rec.handler("b", nil))
-	waitFor(t, "b joined", 10*time.Second, func() bool { return b.w.Stats().Members == 2 })
+	testutil.WaitFor(t, "b joined", 10*time.Second, func() bool { return b.w.Stats().Members == 2 })
 	if err := a.wait(t); err != nil {
 		t.Fatalf("a stopped with %v", err)
 	}
 	if aCancelled.Load() {
 		t.Error("the message in flight was cancelled: a stop must let it finish")
 	}
-	waitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.seqs()) == 3 })
+	testutil.WaitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.seqs()) == 3 })
 	checkOrder(t, rec.snapshot(), false)
 	for seq, n := range rec.seqs() {
 		if n != 1 {
@@ -289,7 +290,7 @@ func TestGraceAndAbort(t *testing.T) {
 			rec := &recorder{}
 			a := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", Grace: 300 * time.Millisecond},
 				rec.handler("a", func(ctx context.Context, m *Msg) error { <-ctx.Done(); return ctx.Err() }))
-			waitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
+			testutil.WaitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
 			stopped := time.Now()
 			want := ErrGraceExpired
 			if abort {
@@ -304,7 +305,7 @@ func TestGraceAndAbort(t *testing.T) {
 				t.Errorf("stopped after %s", took)
 			}
 			b := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "b"}, rec.handler("b", nil))
-			waitFor(t, "b ran it", 10*time.Second, func() bool { return b.w.Stats().Processed == 1 })
+			testutil.WaitFor(t, "b ran it", 10*time.Second, func() bool { return b.w.Stats().Processed == 1 })
 			if since := time.Since(stopped); since > 5*time.Second {
 				t.Errorf("redelivered %s after the stop: it was not handed back", since)
 			}
@@ -330,7 +331,7 @@ func TestLostContact(t *testing.T) {
 			}
 			return ctx.Err()
 		}))
-	waitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
+	testutil.WaitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
 	lost := time.Now()
 	s.Stop()
 	err := <-ended

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -62,18 +63,6 @@ func (r *recorder) seqs() map[uint64]int {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // checkOrder fails the test when a key's messages ran out of order or
 // when two calls of one lane overlapped in time. A redelivery (a
 // sequence seen again) is allowed only when allowed says so.
@@ -118,7 +107,7 @@ func setup(t testing.TB, name string, partitions int, edit ...func(*planner.Desi
 	t.Helper()
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
-	p := natstest.Plan(t, name, partitions, edit...)
+	p := testutil.Plan(t, name, partitions, edit...)
 	natstest.CreateLanes(t, js, p)
 	return s, nc, js, p
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestProcessesEveryMessageInOrder: one instance serves every lane,
@@ -14,7 +16,7 @@ func TestProcessesEveryMessageInOrder(t *testing.T) {
 	publishKeys(t, js, p, 20, 25)
 	rec := &recorder{}
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, rec.handler("a", nil))
-	waitFor(t, "500 messages processed", 30*time.Second, func() bool { return len(rec.seqs()) == 500 })
+	testutil.WaitFor(t, "500 messages processed", 30*time.Second, func() bool { return len(rec.seqs()) == 500 })
 	if err := w.wait(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
@@ -43,7 +44,7 @@ func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st 
 func TestKVLeaseMatchesModel(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 8)
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 	w := newWorkload(t, p, spec{keys: "uniform:256", messages: 480, process: 40 * time.Millisecond})
 	o := given(s, p, w, strategy.KVLease)
 	o.Lease = strategy.LeaseSettings{TTL: 30 * time.Second, Retry: 20 * time.Millisecond}
@@ -66,7 +67,7 @@ func TestKVLeaseMatchesModel(t *testing.T) {
 // and the key's messages run one after the other. As the model says.
 func TestKVLeaseLapseBreaksOrder(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	// The server expires a key 1-1.25s after its TTL was set (its expiry
 	// timer fires no sooner than 250ms ahead): 2s of work leaves a margin.
 	// The second message is published 250ms after the first: published
@@ -95,7 +96,7 @@ func TestKVLeaseLapseBreaksOrder(t *testing.T) {
 // lease. Nothing is lost.
 func TestKVLeaseCrashes(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 120, process: 2 * time.Millisecond, crash: 0.05})
 	o := given(s, p, w, strategy.KVLease)
 	o.AckWait = 300 * time.Millisecond

@@ -12,25 +12,12 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
-
-// newPlan plans the seed design (msgs.received_from.*) with n partitions.
-func newPlan(t testing.TB, partitions int, change ...func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	d := planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: partitions}
-	for _, c := range change {
-		c(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 type spec struct {
 	keys     string // uniform:K
@@ -112,7 +99,7 @@ func clean(t *testing.T, what string, r judge.Result) {
 // 5ms the test would measure the machine, not the agreement.
 func TestSteadyBacklogMatchesModel(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 8)
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 	const work = 40 * time.Millisecond
 	w := newWorkload(t, p, spec{keys: "uniform:256", messages: 480, process: work})
 	res := run(t, given(s, p, w, strategy.Lanes, strategy.Unordered))
@@ -133,7 +120,7 @@ func TestSteadyBacklogMatchesModel(t *testing.T) {
 // whatever the number of workers: 1/t.
 func TestSingleRunsOneAtATime(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	const work = 40 * time.Millisecond
 	w := newWorkload(t, p, spec{keys: "uniform:16", messages: 50, process: work})
 	r := run(t, given(s, p, w, strategy.Single))[0]
@@ -148,7 +135,7 @@ func TestSingleRunsOneAtATime(t *testing.T) {
 // every key's last update, whatever order the workers ran in.
 func TestVersionedKeepsFinalState(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 300, process: time.Millisecond})
 	o := given(s, p, w, strategy.Versioned)
 	o.WorkersPerLane = 2
@@ -163,7 +150,7 @@ func TestVersionedKeepsFinalState(t *testing.T) {
 // its key's next message first must be reported.
 func TestOrderCheckCatchesHeldMessage(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 60, process: time.Millisecond})
 	victim := -1
 	for j := range w.Messages {
@@ -187,7 +174,7 @@ func TestOrderCheckCatchesHeldMessage(t *testing.T) {
 // ack wait to a replacement, so executions exceed messages and none is lost.
 func TestCrashesRedeliverWithoutLoss(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 200, process: 2 * time.Millisecond, crash: 0.1})
 	o := given(s, p, w, strategy.Lanes)
 	o.AckWait = 200 * time.Millisecond
@@ -206,7 +193,7 @@ func TestCrashesRedeliverWithoutLoss(t *testing.T) {
 // the message.
 func TestInProgressAcksRemoveDuplicates(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 1)
+	p := testutil.PlanDesign(t, testutil.Seed(1))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: 600 * time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
@@ -225,7 +212,7 @@ func TestInProgressAcksRemoveDuplicates(t *testing.T) {
 // Pinned lanes: only the pinned worker of each lane receives.
 func TestPinnedLanesKeepOrder(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.Pinned = true })
+	p := testutil.PlanDesign(t, testutil.Seed(2), func(d *planner.Design) { d.Lane.Pinned = true })
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 100, process: time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
@@ -236,7 +223,7 @@ func TestPinnedLanesKeepOrder(t *testing.T) {
 // publishing, and latency stays near the work time.
 func TestRatePacing(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 100, process: time.Millisecond, rate: 250})
 	r := run(t, given(s, p, w, strategy.Lanes))[0]
 	clean(t, "paced lanes", r)
@@ -285,7 +272,7 @@ func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
 	}
 	_ = nc
 
-	p := newPlan(t, 4, func(d *planner.Design) { d.Stream.Name = "ORDERS" })
+	p := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Stream.Name = "ORDERS" })
 	w := newWorkload(t, p, spec{keys: "uniform:16", messages: 80, process: time.Millisecond})
 	o := given(s, p, w, strategy.Single, strategy.Lanes)
 	var mu sync.Mutex
@@ -328,7 +315,7 @@ func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
 func TestKeepLeavesTheSimulationStream(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 20, process: time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.Keep = true
@@ -350,7 +337,7 @@ func TestKeepLeavesTheSimulationStream(t *testing.T) {
 func TestCancelReturnsPartialResults(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 1)
+	p := testutil.PlanDesign(t, testutil.Seed(1))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 500, process: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	var cancelled time.Time
@@ -384,7 +371,7 @@ func TestCancelReturnsPartialResults(t *testing.T) {
 
 // With no server given, the run starts and removes its own.
 func TestEmbeddedServer(t *testing.T) {
-	p := newPlan(t, 3)
+	p := testutil.PlanDesign(t, testutil.Seed(3))
 	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
 	var last int
 	res, err := Run(context.Background(), Options{Plan: p, Workload: w, Strategies: []strategy.Strategy{strategy.Lanes},
@@ -404,7 +391,7 @@ func TestEmbeddedServer(t *testing.T) {
 // connection it shares).
 func TestWorkersShareConnections(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 40)
+	p := testutil.PlanDesign(t, testutil.Seed(40))
 	w := newWorkload(t, p, spec{keys: "uniform:200", messages: 400, process: time.Millisecond, crash: 0.05})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 3               // 120 workers
@@ -434,7 +421,7 @@ func TestWorkersShareConnections(t *testing.T) {
 func TestLanesRunOnTheWorkPackage(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 3)
+	p := testutil.PlanDesign(t, testutil.Seed(3))
 	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
@@ -477,7 +464,7 @@ func TestLanesRunOnTheWorkPackage(t *testing.T) {
 // lanes strategy on the plain pull workers, and the run says what they do.
 func TestLanesAboveOneAckPendingRunOnPullWorkers(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.MaxAckPending = 4 })
+	p := testutil.PlanDesign(t, testutil.Seed(2), func(d *planner.Design) { d.Lane.MaxAckPending = 4 })
 	w := newWorkload(t, p, spec{keys: "uniform:2", messages: 80, process: 5 * time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 4
