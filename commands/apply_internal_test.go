@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
@@ -87,13 +90,17 @@ func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
 		t.Fatalf("CI's apply while the operator holds the prompt: exit %d (%v), want 4 naming the holder", exitCode(err), err)
 	}
 
+	// CI waits for the lock once its own try to take it (a create of the
+	// lock's key, with an id that is not the operator's) reached the server
+	// and was refused: only then does the operator's yes test the wait.
+	tries := lockTries(t, srv.URL(), p16.Stream.Name)
 	ciOut := &testutil.Buffer{}
 	ci := make(chan error, 1)
 	go func() {
 		ci <- runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: ciOut, Err: io.Discard}, Plan: p16, Conn: conn, Yes: true, Output: "table",
 			LockWait: time.Minute, Converge: drain})
 	}()
-	time.Sleep(300 * time.Millisecond) // CI is waiting for the lock
+	testutil.WaitFor(t, "CI trying to take the operator's lock", 30*time.Second, func() bool { return tries.Load() > 0 })
 	say.Write([]byte("y\n"))
 	if err := <-operator; err != nil {
 		t.Fatalf("the operator's apply: %v", err)
@@ -102,6 +109,46 @@ func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
 		t.Fatalf("CI waited for the lock, then must find nothing to do: %v\n%s", err, ciOut)
 	}
 }
+
+// lockTries counts the tries to take stream's apply lock made from now on
+// by anyone but its holder now, as the server receives them: a try writes
+// the lock's key with the trier's own id.
+func lockTries(t *testing.T, url, stream string) *atomic.Int32 {
+	t.Helper()
+	nc, js := natstest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, converge.LockBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := kv.Get(ctx, lockKeyOf(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holder converge.LockOwner
+	if err := json.Unmarshal(held.Value(), &holder); err != nil || holder.ID == "" {
+		t.Fatalf("the lock's value %q names no holder: %v", held.Value(), err)
+	}
+	var n atomic.Int32
+	sub, err := nc.Subscribe("$KV."+converge.LockBucket+"."+lockKeyOf(stream), func(m *nats.Msg) {
+		var o converge.LockOwner
+		if json.Unmarshal(m.Data, &o) == nil && o.ID != holder.ID {
+			n.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// lockKeyOf is the lock's key for the test streams' plain names.
+func lockKeyOf(stream string) string { return "stream." + stream }
 
 // promptWatch records whether the diff had been read from stdout's pipe
 // when the prompt was written.

@@ -811,6 +811,16 @@ func TestWorkHandlerOutage(t *testing.T) {
 		}
 	}
 	_ = nc
+	// waitRetried waits until the handler was tried again and could still
+	// not run (lanes work --verbose says so): with --park-after 1 a failure
+	// would have parked the message at the first try, so nothing parked
+	// after a second one shows that an outage is no failure.
+	waitRetried := func(t *testing.T, stderr *testutil.Buffer) {
+		t.Helper()
+		testutil.WaitFor(t, "a second try that could not run", 20*time.Second, func() bool {
+			return strings.Contains(stderr.String(), `msg="the handler still cannot run" lane=orders-n1-00 tries=2`)
+		})
+	}
 
 	t.Run("exec program missing", func(t *testing.T) {
 		bin := t.TempDir()
@@ -818,7 +828,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		t.Setenv("OUT", out)
 		// cd first: the program is looked for only by the shell, at run time
-		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms")...)
+		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms", "--verbose")...)
 		publish(t, "e1")
 		testutil.WaitFor(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		testutil.WaitFor(t, "the outage in the status line", 5*time.Second, func() bool {
@@ -830,7 +840,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 			return code == commands.ExitThreshold && json.Unmarshal([]byte(out), &d) == nil && d.codes()["handler_outage"] == 1
 		}
 		testutil.WaitFor(t, "inspect to report the outage", 20*time.Second, outageFinding)
-		time.Sleep(1500 * time.Millisecond) // tries go on meanwhile
+		waitRetried(t, stderr)
 		noneParked(t)
 		os.WriteFile(filepath.Join(bin, "lanes-outage-handler"), []byte("#!/bin/sh\necho \"$LANES_SEQ $LANES_ATTEMPT\" >> \"$OUT/done\"\n"), 0o755)
 		testutil.WaitFor(t, "the message processed", 20*time.Second, func() bool {
@@ -909,7 +919,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ"))
+			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ", "--verbose"))
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
 			var stderr testutil.Buffer
@@ -936,7 +946,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		if !strings.Contains(stderr.String(), "stdout is closed") {
 			t.Errorf("the outage does not say why:\n%s", stderr)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		waitRetried(t, stderr)
 		noneParked(t)
 		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
 			t.Errorf("exit %d, want 0 (the message handed back); stderr:\n%s", code, stderr)

@@ -93,7 +93,24 @@ func TestLockRenewedAndExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kv, err := c.JS.KeyValue(ctx, converge.LockBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision := func() uint64 {
+		e, err := kv.Get(ctx, "stream.ORDERS")
+		if err != nil {
+			t.Fatalf("the lock's key: %v", err)
+		}
+		return e.Revision()
+	}
+	taken := revision()
 	time.Sleep(2500 * time.Millisecond) // two and a half TTLs
+	// Renewed, not merely not expired yet (the server expires a key up to
+	// 1.25s after its TTL, later when loaded): each renewal writes the key.
+	if renewed := revision(); renewed < taken+2 {
+		t.Fatalf("the lock's key was written %d times in 2.5 TTLs: not renewed every third of its TTL", renewed-taken)
+	}
 	if _, err := converge.AcquireLock(ctx, c, "ORDERS", owner("orders"), converge.LockOptions{}); !errors.As(err, new(*converge.LockedError)) {
 		t.Fatalf("a renewed lock must still be held after 2.5 TTLs: %v", err)
 	}

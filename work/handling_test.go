@@ -30,7 +30,24 @@ func TestSlowerThanAckWait(t *testing.T) {
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
 		rec.handler("a", func(ctx context.Context, m *Msg) error { time.Sleep(3 * time.Second); return nil }))
 	testutil.WaitFor(t, "4 messages", 30*time.Second, func() bool { return len(rec.seqs()) == 4 })
-	time.Sleep(1500 * time.Millisecond) // a redelivery would come by now
+	// Once every message is acked nothing can come again; what the server
+	// delivered until then (redeliveries count) is the proof, not a pause.
+	var delivered, redelivered uint64
+	testutil.WaitFor(t, "every lane acked", 10*time.Second, func() bool {
+		delivered, redelivered = 0, 0
+		for _, l := range p.Lanes {
+			info := consumerInfo(t, js, p.Stream.Name, l.Name)
+			if info.NumPending != 0 || info.NumAckPending != 0 {
+				return false
+			}
+			delivered += info.Delivered.Consumer
+			redelivered += uint64(info.NumRedelivered)
+		}
+		return true
+	})
+	if delivered != 4 || redelivered != 0 {
+		t.Errorf("the server delivered %d times (%d redelivered) for 4 messages: redelivered despite in-progress acks", delivered, redelivered)
+	}
 	for _, c := range rec.snapshot() {
 		if c.attempt != 1 {
 			t.Errorf("seq %d ran as attempt %d: redelivered despite in-progress acks", c.seq, c.attempt)
@@ -233,7 +250,13 @@ func TestHeldLane(t *testing.T) {
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 3)...)
 	rec := &recorder{}
 	startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, rec.handler("a", nil))
-	time.Sleep(500 * time.Millisecond)
+	// The worker pulls from the paused lane: its pull request waits there
+	// beside the 3 messages, which the server would deliver at once if the
+	// lane were not paused. Only then is "nothing ran" a finding.
+	testutil.WaitFor(t, "the worker's pull request waiting on the paused lane", 10*time.Second, func() bool {
+		info := consumerInfo(t, js, p.Stream.Name, p.Lanes[0].Name)
+		return info.Paused && info.NumWaiting > 0 && info.NumPending == 3
+	})
 	if n := len(rec.snapshot()); n != 0 {
 		t.Fatalf("%d messages ran on a paused lane", n)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,34 @@ func (r *recorder) seqs() map[uint64]int {
 		out[c.seq]++
 	}
 	return out
+}
+
+// consumerInfo reads a lane's consumer info from the server.
+func consumerInfo(t testing.TB, js jetstream.JetStream, stream, lane string) *jetstream.ConsumerInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, lane)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", lane, err)
+	}
+	return c.CachedInfo()
+}
+
+// listingsOf counts the CONSUMER.LIST requests made on stream from now
+// on (the workers' listings of the lanes), as the server receives them.
+func listingsOf(t testing.TB, nc *nats.Conn, stream string) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	sub, err := nc.Subscribe("$JS.API.CONSUMER.LIST."+stream, func(*nats.Msg) { n.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
 }
 
 // checkOrder fails the test when a key's messages ran out of order or

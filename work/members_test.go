@@ -200,7 +200,7 @@ func TestJoinLogCountsTruly(t *testing.T) {
 // again while it stays so, and keeps running: lanes applied later are
 // served.
 func TestNoLanesOfTheDesign(t *testing.T) {
-	s, _, js, p := setup(t, "orders", 2)
+	s, nc, js, p := setup(t, "orders", 2)
 	defer func(d time.Duration) { noLanesRepeat = d }(noLanesRepeat)
 	noLanesRepeat = 300 * time.Millisecond
 	var logs testutil.Buffer
@@ -216,7 +216,13 @@ func TestNoLanesOfTheDesign(t *testing.T) {
 	natstest.Publish(t, js, natstest.SubjectsFor(t, pb, 0, 1)...)
 	testutil.WaitFor(t, "the new lane's message processed", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
 	warnings := strings.Count(logs.String(), "no lanes of design billing")
-	time.Sleep(500 * time.Millisecond)
+	// The warning comes from a listing that finds no lanes, at once since
+	// the lanes were found (its repeat starts again). Two listings begun
+	// after this point (one at a time: the second begins after the first
+	// was judged) prove that it stopped, where a pause would only hope so.
+	listings := listingsOf(t, nc, p.Stream.Name)
+	since := listings.Load()
+	testutil.WaitFor(t, "two more listings of the lanes", 10*time.Second, func() bool { return listings.Load() >= since+2 })
 	if n := strings.Count(logs.String(), "no lanes of design billing"); n != warnings {
 		t.Errorf("still warned after the lanes appeared")
 	}
