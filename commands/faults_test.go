@@ -3,7 +3,6 @@
 package commands_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -43,7 +42,7 @@ type faultRun struct {
 
 	mu       sync.Mutex
 	children map[string]*exec.Cmd
-	logs     map[string]*bytes.Buffer
+	logs     map[string]*testutil.Buffer
 }
 
 func newFaultRun(t *testing.T, url string, perKey int, work map[string]time.Duration, applyExtra ...string) *faultRun {
@@ -52,7 +51,7 @@ func newFaultRun(t *testing.T, url string, perKey int, work map[string]time.Dura
 	p := applyDesign(t, url, append([]string{"--ack-wait", "5s"}, applyExtra...)...)
 	_, js := natstest.Connect(t, url)
 	keys := ordercheck.KeysOnEveryLane(t, p)
-	f := &faultRun{t: t, js: js, p: p, keys: keys, children: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
+	f := &faultRun{t: t, js: js, p: p, keys: keys, children: map[string]*exec.Cmd{}, logs: map[string]*testutil.Buffer{}}
 	f.run = ordercheck.New(t, p, keys, perKey, func(instance string) time.Duration { return work[instance] })
 	f.handler = f.run.Handler(t)
 	t.Cleanup(func() {

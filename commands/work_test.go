@@ -332,7 +332,7 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			_, js := natstest.Connect(t, url)
 			rec := newCallRecorder(t, 1500*time.Millisecond)
 			cmds := map[string]*exec.Cmd{}
-			stderrs := map[string]*bytes.Buffer{}
+			stderrs := map[string]*testutil.Buffer{}
 			for _, name := range []string{"a", "b"} {
 				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
 				cmds[name], stderrs[name] = cmd, stderr
@@ -354,7 +354,11 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			cmds[owner].Process.Signal(tc.sig)
 			want := 0
 			if twice || tc.sig == syscall.SIGHUP {
-				time.Sleep(200 * time.Millisecond)
+				// The second comes once the first is being acted on: the
+				// owner says it is stopping, its message still in flight.
+				testutil.WaitFor(t, owner+" stopping", 10*time.Second, func() bool {
+					return strings.Contains(stderrs[owner].String(), `msg="stopping: finishing messages in flight" in_flight=1`)
+				})
 				cmds[owner].Process.Signal(tc.sig)
 			}
 			if twice {
@@ -828,7 +832,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		t.Setenv("OUT", out)
 		// cd first: the program is looked for only by the shell, at run time
-		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms", "--verbose")...)
+		cmd, stderr := startLanes(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms", "--verbose")...)
 		publish(t, "e1")
 		testutil.WaitFor(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		testutil.WaitFor(t, "the outage in the status line", 5*time.Second, func() bool {
@@ -868,7 +872,7 @@ func TestWorkHandlerOutage(t *testing.T) {
 		mln, _ := net.Listen("tcp", "127.0.0.1:0")
 		metrics := mln.Addr().String()
 		mln.Close()
-		cmd, stderr := startLanesLive(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
+		cmd, stderr := startLanes(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
 		publish(t, "h1")
 		testutil.WaitFor(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		var body string
@@ -953,22 +957,6 @@ func TestWorkHandlerOutage(t *testing.T) {
 		}
 		noneParked(t)
 	})
-}
-
-// startLanesLive is startLanes with a stderr the test may read while the
-// child runs.
-func startLanesLive(t *testing.T, args ...string) (*exec.Cmd, *testutil.Buffer) {
-	t.Helper()
-	argv, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-	var stderr testutil.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, &stderr
 }
 
 // TestWorkClosedStderr: lanes work whose stderr is a pipe that closed
