@@ -58,6 +58,17 @@ func ReadDesign(t testing.TB, path string) planner.Design {
 	return d
 }
 
+// TimingEnv names the environment variable that turns on the checks of
+// figures a loaded machine moves (a live run's throughput within 20% of
+// the model, its latency): LANES_TIMING_CHECKS=1. CI sets it in a run of
+// its own (.ci/run); elsewhere those figures are logged, not judged.
+// Correctness (order, counts, what ran) is checked always.
+const TimingEnv = "LANES_TIMING_CHECKS"
+
+// Timing reports whether the figures a loaded machine moves are checked
+// in this run (see TimingEnv).
+func Timing() bool { return os.Getenv(TimingEnv) == "1" }
+
 // WaitFor polls cond until it holds, or fails the test once limit has
 // passed: tests wait for what they need, never for a fixed time.
 func WaitFor(t testing.TB, what string, limit time.Duration, cond func() bool) {

@@ -40,7 +40,8 @@ func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st 
 // TestKVLeaseMatchesModel: eight workers on one shared consumer, a lease
 // per key in a real KV bucket, 256 keys (little contention): throughput
 // within 20% of the model, which adds each message's lease round trips to
-// its work; everything completed once; the lease bucket goes with the run.
+// its work (checked with LANES_TIMING_CHECKS=1: see within); everything
+// completed once; the lease bucket goes with the run.
 func TestKVLeaseMatchesModel(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())

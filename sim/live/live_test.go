@@ -74,11 +74,19 @@ func backlogThroughput(p *planner.Plan, w *workload.Workload, t time.Duration) f
 	return float64(len(w.Messages)) / (float64(busiest) * t.Seconds())
 }
 
+// within checks a live figure against the model's when this run checks
+// timing (testutil.Timing: CI runs this package alone with
+// LANES_TIMING_CHECKS=1, see .ci/run); otherwise it logs the two, since on
+// a loaded machine they measure the load, not the agreement. What a run
+// did (order, counts) is checked always.
 func within(t *testing.T, what string, got, want, tolerance float64) {
 	t.Helper()
-	if got < want*(1-tolerance) || got > want*(1+tolerance) {
+	switch {
+	case !testutil.Timing():
+		t.Logf("%s: %.0f/s, model %.0f/s (%+.1f%%; %s=1 checks it is within %.0f%%)", what, got, want, (got/want-1)*100, testutil.TimingEnv, tolerance*100)
+	case got < want*(1-tolerance) || got > want*(1+tolerance):
 		t.Errorf("%s: %.0f/s, want %.0f/s within %.0f%%", what, got, want, tolerance*100)
-	} else {
+	default:
 		t.Logf("%s: %.0f/s, model %.0f/s (%+.1f%%)", what, got, want, (got/want-1)*100)
 	}
 }
@@ -92,7 +100,8 @@ func clean(t *testing.T, what string, r judge.Result) {
 }
 
 // A steady backlog on 8 lanes: live throughput within 20% of the model's
-// closed form, order kept; unordered with 8 workers breaks it. The work time
+// closed form (checked with LANES_TIMING_CHECKS=1: see within), order
+// kept; unordered with 8 workers breaks it. The work time
 // is 40ms because a live cycle also pays the ack -> next delivery round trip
 // and timer wake-ups: a few hundred microseconds on a quiet 2-core machine,
 // up to 2ms when other jobs load it and 4ms under the race detector. With
@@ -117,7 +126,7 @@ func TestSteadyBacklogMatchesModel(t *testing.T) {
 }
 
 // One shared consumer with max ack pending 1 runs one message at a time,
-// whatever the number of workers: 1/t.
+// whatever the number of workers: 1/t (checked with LANES_TIMING_CHECKS=1).
 func TestSingleRunsOneAtATime(t *testing.T) {
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(4))
@@ -220,7 +229,8 @@ func TestPinnedLanesKeepOrder(t *testing.T) {
 }
 
 // A paced workload is published at its rate: the run lasts as long as the
-// publishing, and latency stays near the work time.
+// publishing, and (checked with LANES_TIMING_CHECKS=1) its throughput is
+// the rate and its latency stays near the work time.
 func TestRatePacing(t *testing.T) {
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(4))
@@ -231,7 +241,7 @@ func TestRatePacing(t *testing.T) {
 		t.Errorf("100 messages at 250/s drained in %.2fs: not paced", r.DrainSeconds)
 	}
 	within(t, "paced throughput", r.Throughput, 250, 0.20)
-	if r.LatencyP50ms > 20 {
+	if testutil.Timing() && r.LatencyP50ms > 20 {
 		t.Errorf("latency p50 %.1fms for 1ms of work with idle lanes", r.LatencyP50ms)
 	}
 }
