@@ -41,10 +41,7 @@ func newMissingLane(t *testing.T) *missingLane {
 	if code, _, errs := lanes(t, m.args()...); code != 0 {
 		t.Fatalf("first apply: exit %d %s", code, errs)
 	}
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", KeyTokens: []int{1}, Partitions: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, planner.Design{Name: "orders", Subject: "msgs.received_from.*", KeyTokens: []int{1}, Partitions: 8})
 	mine := natstest.SubjectsFor(t, p, missingPartition, 3)
 	other := natstest.SubjectsFor(t, p, missingPartition+2, 1)
 	m.publish(t, mine, other, 30)

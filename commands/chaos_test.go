@@ -81,10 +81,7 @@ func newChaos(t testing.TB, cfg chaosConfig) *chaosEnv {
 }
 
 func (e *chaosEnv) plan(n int) *planner.Plan {
-	p, err := planner.New(planner.Design{Name: "chaos", Subject: "chaos.in.*", Partitions: n, Mapping: e.cfg.mapping})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	p := testutil.PlanDesign(e.t, planner.Design{Name: "chaos", Subject: "chaos.in.*", Partitions: n, Mapping: e.cfg.mapping})
 	return p
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -34,10 +35,7 @@ func TestExamplesAreClean(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := planner.New(d)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := testutil.PlanDesign(t, d)
 			var url string
 			if tc.cluster {
 				c := natstest.StartCluster(t, 3)

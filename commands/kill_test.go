@@ -20,7 +20,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
-	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestMain lets a test run lanes as a separate process (this test binary
@@ -139,10 +139,7 @@ func TestKilledRecreateKeepsPosition(t *testing.T) {
 		t.Fatalf("exit %d %s", code, errs)
 	}
 	_, js := natstest.Connect(t, srv.URL())
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	var seqs []uint64
 	for i := 0; len(seqs) < 4; i++ { // four messages for lane 00
 		subject := fmt.Sprintf("msgs.received_from.u%d", i)

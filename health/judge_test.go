@@ -59,10 +59,7 @@ func (b *build) add(c jetstream.ConsumerConfig) *jetstream.ConsumerInfo {
 func (b *build) design(name string, skip ...int) *planner.Plan {
 	d := b.p.Design
 	d.Name = name
-	p, err := planner.New(d)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	p := testutil.PlanDesign(b.t, d)
 	b.lanesOf(p, skip...)
 	return p
 }
