@@ -24,6 +24,7 @@ import (
 // TestApplyConfirmationPrompt: on a terminal apply asks; "y" applies, any
 // other answer refuses (exit 4) and changes nothing.
 func TestApplyConfirmationPrompt(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
 	seed := testutil.ReadDesign(t, seedFile)
@@ -67,6 +68,7 @@ func partitions(n int) func(*planner.Design) { return func(d *planner.Design) { 
 // timeout, waits and then finds nothing to do: no apply ever acts on a
 // diff another one made stale.
 func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	conn := connect.Options{Server: srv.URL()}
 	quiet := func() *IO { return &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard} }
@@ -172,6 +174,7 @@ func (p *promptWatch) Write(b []byte) (int, error) {
 // tee log) and the prompt on the terminal, the prompt must not appear
 // before the reader of the pipe has the diff.
 func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	conn := connect.Options{Server: srv.URL()}
 	ctx := context.Background()

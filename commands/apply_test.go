@@ -197,6 +197,9 @@ func TestApplyUsage(t *testing.T) {
 // TestApplyClusterUnavailableLane: the CLI on a 3-node cluster with one
 // node down reports the lanes it cannot reach (exit 5) instead of hanging.
 func TestApplyClusterUnavailableLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster losing a node")
+	}
 	cleanEnv(t)
 	cl := natstest.StartCluster(t, 3)
 	base := append([]string{"apply", "--yes", "--replicas", "3", "--lane-replicas", "1"}, seed...)

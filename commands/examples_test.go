@@ -26,6 +26,9 @@ func TestExamplesAreClean(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(strings.TrimPrefix(tc.design, "../examples/"), func(t *testing.T) {
+			if tc.cluster && testing.Short() {
+				t.Skip("-short: a 3-node cluster")
+			}
 			cleanEnv(t)
 			data, err := os.ReadFile(tc.design)
 			if err != nil {

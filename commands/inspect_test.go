@@ -273,6 +273,9 @@ func TestInspectUsage(t *testing.T) {
 // restarted: the watch says it is reconnecting, and reports continue after
 // the server is back, with rates; cancelling ends it with exit 0.
 func TestInspectWatchSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server restarts under the watch)")
+	}
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
 	p := testutil.Plan(t, "watched", 2)
@@ -586,6 +589,9 @@ func (d servingDoc) codes() map[string]int {
 // instance is killed (SIGKILL: no hand-over, its lease just stops being
 // renewed) reports each lane's instance gone within the lease.
 func TestInspectServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (an instance killed -9, its lease let expire)")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	p := applyDesign(t, url, "--partitions", "2")
@@ -871,6 +877,9 @@ func TestInspectTwoDesignsOnOneStream(t *testing.T) {
 // the lane's usual time, and inspect reports it (long_running, the
 // RUNNING column) instead of "the lanes look healthy".
 func TestInspectShowsAHungHandler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a message must run past SlowAfter (10s)")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	p := applyDesign(t, url, "--partitions", "2", "--ack-wait", "2s")

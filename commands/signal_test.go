@@ -93,6 +93,7 @@ var stopSignals = []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGH
 // that waits for a server that never answers, at once and with exit 130,
 // not after the connect timeout with a connection error.
 func TestSignalWhileConnecting(t *testing.T) {
+	t.Parallel()
 	for _, sig := range stopSignals {
 		t.Run(sig.String(), func(t *testing.T) {
 			url, connected := hungServer(t)
@@ -193,6 +194,7 @@ func mkfifo(t *testing.T) string {
 // first SIGTERM, SIGINT or SIGHUP, with exit 130: blocked in open(2) of a FIFO no
 // one writes to, or in read(2) of a pipe that stays open and silent.
 func TestSignalWhileReading(t *testing.T) {
+	t.Parallel()
 	design := "../examples/seed/lanes.yaml"
 	cases := []struct {
 		name  string
@@ -213,6 +215,7 @@ func TestSignalWhileReading(t *testing.T) {
 	for _, tc := range cases {
 		for _, sig := range stopSignals {
 			t.Run(tc.name+"/"+sig.String(), func(t *testing.T) {
+				t.Parallel()
 				var stdin *os.File
 				if tc.stdin {
 					r, w, err := os.Pipe()
@@ -235,6 +238,7 @@ func TestSignalWhileReading(t *testing.T) {
 // TestSignalWhileApplyConnects: apply waiting for a server that never
 // answers stops at SIGTERM, and at SIGHUP alike, with exit 130.
 func TestSignalWhileApplyConnects(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			url, connected := hungServer(t)
@@ -248,6 +252,7 @@ func TestSignalWhileApplyConnects(t *testing.T) {
 // TestSignalInspectWatch: inspect --watch stops at SIGTERM, and at SIGHUP
 // alike, with exit 130 and the word of what stopped it.
 func TestSignalInspectWatch(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -271,6 +276,7 @@ func TestSignalInspectWatch(t *testing.T) {
 // spool has no name in the temporary directory, so neither SIGTERM nor
 // SIGKILL leaves anything behind.
 func TestSpoolLeftBehind(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			tmp := t.TempDir()

@@ -187,6 +187,9 @@ func TestWorkNeedsTheStream(t *testing.T) {
 // flight may run again), no lane runs two calls at once, the others take
 // the killed instance's lanes, and they stop with exit 0 on SIGTERM.
 func TestWorkKillMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (an instance killed -9 mid-run, its lease and ack wait let pass), 20s")
+	}
 	for _, tc := range []struct {
 		name      string
 		cluster   bool
@@ -315,6 +318,9 @@ func TestWorkJoinLeave(t *testing.T) {
 // message back at once (the other instance runs it as attempt 2, long
 // before the 30s ack wait) and exits 130.
 func TestWorkSIGTERMHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: three stops during 1.5s handlers, 5s")
+	}
 	for _, tc := range []struct {
 		name  string
 		sig   syscall.Signal
@@ -646,6 +652,9 @@ func TestWorkMetricsAndStatus(t *testing.T) {
 // old ones drain and are dropped; every message is processed once, each
 // key in order across the change.
 func TestWorkRepartitionUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a repartition under a steady load, 2s and more")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	p := applyDesign(t, url, "--partitions", "4")
@@ -792,6 +801,9 @@ func groupMembers(pgid int) []int {
 // metrics, and once the handler can run the message is processed and the
 // end of the outage logged.
 func TestWorkHandlerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: outages retried after growing delays, 3s")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	applyDesign(t, url, "--partitions", "1")
@@ -1000,6 +1012,9 @@ func TestWorkClosedStderr(t *testing.T) {
 // the grace period failed; with the server gone, leaving the membership
 // failed and the acks were not confirmed.
 func TestWorkStopSaysWhatHappened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: stops that fail during the grace or lose the server, 10s")
+	}
 	cleanEnv(t)
 	t.Run("a message fails during the grace", func(t *testing.T) {
 		url := natstest.Start(t).URL()

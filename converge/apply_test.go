@@ -18,6 +18,7 @@ import (
 // TestFreshApplyThenNoop: a fresh apply creates the stream and every lane
 // as planned; a second apply finds nothing to do and sends no write.
 func TestFreshApplyThenNoop(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	log := watchAPI(t, srv.URL())
@@ -60,6 +61,7 @@ func TestFreshApplyThenNoop(t *testing.T) {
 
 // TestDryRunChangesNothing: Compare alone reads and never writes.
 func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	log := watchAPI(t, srv.URL())
@@ -93,6 +95,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 // TestUpdateKeepsWhatDesignDoesNotDecide: an update changes the design's
 // fields and leaves other settings and other tools' metadata alone.
 func TestUpdateKeepsWhatDesignDoesNotDecide(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
@@ -122,6 +125,7 @@ func TestUpdateKeepsWhatDesignDoesNotDecide(t *testing.T) {
 // TestImmutableChangeRefused: a change the server forbids is refused with
 // the field named, and nothing at all is changed, not even mutable fields.
 func TestImmutableChangeRefused(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	log := watchAPI(t, srv.URL())

@@ -30,6 +30,9 @@ func openCluster(t *testing.T, urls string) *connect.Conn {
 // transform (see replicatedSwitchRisk), done with --force once the
 // publisher stopped, with workers running and per-key order checked.
 func TestClusterApplyAndRepartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster")
+	}
 	cl := natstest.StartCluster(t, 3)
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
@@ -84,6 +87,9 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 // (applied where a message enters, before the stream), a replicated
 // stream repartitions while publishers keep publishing, order intact.
 func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster under load")
+	}
 	cl := natstest.StartCluster(t, 3)
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
@@ -127,6 +133,9 @@ func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
 // as unavailable (exit incomplete) within its deadlines, changes the
 // others, and never creates a duplicate of a lane it could not see.
 func TestClusterUnavailableLaneReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster losing a node")
+	}
 	cl := natstest.StartCluster(t, 3)
 	d := testutil.Seed(8)
 	d.Stream.Replicas = 3
@@ -192,6 +201,9 @@ func TestClusterUnavailableLaneReported(t *testing.T) {
 // nothing yet must be recreated at its start, not at sequence 1: that
 // would deliver every message its subjects ever held again.
 func TestClusterRecreateOfALaneThatAckedNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster")
+	}
 	cl := natstest.StartCluster(t, 3)
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())

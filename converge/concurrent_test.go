@@ -16,6 +16,7 @@ import (
 // update must start from the stream as it is when sent and change only
 // max_consumers.
 func TestStreamUpdateKeepsOthersChanges(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

@@ -18,8 +18,10 @@ import (
 // earlier lanes processed; a new lane of that generation must start after
 // them: nothing is delivered twice, nothing is skipped.
 func TestReturnToEarlierCountDoesNotReplay(t *testing.T) {
+	t.Parallel()
 	for _, mapping := range []string{planner.MappingStream, planner.MappingAccount} {
 		t.Run(mapping, func(t *testing.T) {
+			t.Parallel()
 			srv := natstest.Start(t)
 			c := open(t, srv.URL())
 			_, js := natstest.Connect(t, srv.URL())

@@ -65,6 +65,10 @@ func assertConverged(t *testing.T, url string, p *planner.Plan) {
 // TestInterruptedCreateConverges cancels apply mid-way through creating
 // 200 lanes (Ctrl-C), then re-runs it.
 func TestInterruptedCreateConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (apply interrupted mid-create, then run again)")
+	}
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	p := testutil.PlanDesign(t, testutil.Seed(200))
@@ -93,6 +97,9 @@ func TestInterruptedCreateConverges(t *testing.T) {
 // creates lanes; the apply fails (deadline or lost connection) and the
 // next one converges, with every lane created before the restart kept.
 func TestServerRestartMidApplyConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server restarts mid-apply)")
+	}
 	srv := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(300))
 	c := open(t, srv.URL())
@@ -116,6 +123,9 @@ func TestServerRestartMidApplyConverges(t *testing.T) {
 // while it waits for the drain. The re-run finishes with per-key order
 // intact and nothing lost.
 func TestRepartitionInterruptedAndRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (a repartition interrupted, the server restarted)")
+	}
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

@@ -24,6 +24,7 @@ import (
 // delivers exactly the messages after it. The records are read only when
 // a lane is missing.
 func TestApplyMissingLaneRecorded(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	conn := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

@@ -18,6 +18,7 @@ import (
 // refused for --prune while it has messages, deleted with --force or once
 // drained. Consumers of other designs and tools are never touched.
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
@@ -65,6 +66,7 @@ func TestPrune(t *testing.T) {
 // a lane drops the messages only it was interested in; the recreate record
 // holds that interest, so nothing is lost.
 func TestRecreateOnInterestStream(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

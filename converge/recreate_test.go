@@ -336,6 +336,7 @@ func TestInterruptedRecreatePauseDoesNotOutliveIt(t *testing.T) {
 // while the other lane's messages fill the stream around it; the result
 // names that one sequence, not a range over other partitions' messages.
 func TestRecreateNamesExactlyTheMessagesInFlight(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

@@ -17,6 +17,7 @@ import (
 // zero loss. It also checks the end state: only the new lanes, resumed,
 // the mapping on the new generation.
 func TestRepartitionKeepsOrder(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
@@ -71,6 +72,7 @@ func TestRepartitionKeepsOrder(t *testing.T) {
 // error, the new lanes held and the mapping switched. A third partition
 // count is then refused; the same count, once drained, completes.
 func TestRepartitionDrainTimeoutResumes(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
@@ -118,6 +120,7 @@ func TestRepartitionDrainTimeoutResumes(t *testing.T) {
 // and stops; after the operator switches the mapping, --mapping-switched
 // finishes. Order holds throughout.
 func TestRepartitionAccountMapping(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

@@ -21,6 +21,7 @@ import (
 // new ones. Under a publisher, each design processes every message once,
 // in per-key order.
 func TestSharedStreamRepartitionedOneAfterAnother(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())

@@ -18,6 +18,7 @@ import (
 // remaining request), with the timeout as its error, and say what is left
 // to do instead of listing one failure per lane.
 func TestServerGoneStopsWithinTimeout(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(600))
 	c, err := connect.Open(context.Background(), connect.Options{Server: srv.URL(), Timeout: time.Second})

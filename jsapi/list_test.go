@@ -16,6 +16,10 @@ import (
 // TestListPagesAndTags lists more consumers than one page holds and finds
 // the lanes among them by metadata.
 func TestListPagesAndTags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: creates 300 lanes to list past one page, 4s")
+	}
+	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
 	ctx := context.Background()

@@ -19,6 +19,9 @@ import (
 // without a pin id could take the new pin and leave the lane stuck for the
 // pinned TTL (2m) until the owner unpins it (failed 3 runs in 6 before).
 func TestClusterDrainsBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster")
+	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl.Servers[0].URL())
 	for i, pinned := range []bool{false, true} {

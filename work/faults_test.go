@@ -86,6 +86,9 @@ func checkStalls(t testing.TB, stalls map[string]time.Duration, limit time.Durat
 // what the server said last (a stopping server tells pull requests
 // "409 Server Shutdown", which a crash does not).
 func TestServerRestartResumesEveryLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server restarts)")
+	}
 	s, _, _, p := setup(t, "orders", 8)
 	relay := natstest.NewRelay(t, s.Server.Addr().String())
 	keys := keysOnEveryLane(t, p)
@@ -119,6 +122,9 @@ func TestServerRestartResumesEveryLane(t *testing.T) {
 // lane asks again at once after the reconnect to another node (and when
 // its consumer's new leader is elected).
 func TestClusterNodeLossResumesEveryLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster losing a node")
+	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl.Servers[1].URL()+","+cl.Servers[2].URL())
 	p := testutil.Plan(t, "orders", 8, func(d *planner.Design) { d.Stream.Replicas = 3 })
@@ -164,6 +170,10 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 // running instances is recreated, and they go on serving every lane, in
 // order, instead of exiting about 20 s later.
 func TestBucketDeletedWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the membership bucket deleted under the workers)")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	run := ordercheck.New(t, p, keysOnEveryLane(t, p), 8, func(string) time.Duration { return 50 * time.Millisecond })
 	cfg := func(name string) Config {

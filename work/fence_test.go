@@ -33,8 +33,13 @@ func judged(run *ordercheck.Run, instance string) Handler {
 // after b took its lanes. The order judge must see every key in order
 // and every message finished.
 func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (an owner cut off past its lease), 20s and more")
+	}
+	t.Parallel()
 	for _, tc := range []struct{ a, b time.Duration }{{time.Second, 4 * time.Second}, {4 * time.Second, time.Second}} {
 		t.Run(fmt.Sprintf("a=%s/b=%s", tc.a, tc.b), func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(5 * time.Second) })
 			relay := natstest.NewRelay(t, s.Server.Addr().String())
 			run := ordercheck.New(t, p, keysOnEveryLane(t, p), 5, func(instance string) time.Duration {
@@ -72,6 +77,10 @@ func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
 // after its ack wait to whoever pulls, and the owner's stale ack and pull
 // reach the server when it comes back.
 func TestCutOffOwnerHandsOverWhenBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (an owner cut off past its ack wait), 15s and more")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(2 * time.Second) })
 	relay := natstest.NewRelay(t, s.Server.Addr().String())
 	// c is slow: it still runs the message redelivered to it when a comes

@@ -24,6 +24,10 @@ func ackWait(d time.Duration) func(*planner.Design) {
 // TestSlowerThanAckWait: a handler that runs 3x the ack wait is not
 // redelivered: the in-progress acks restart the ack wait.
 func TestSlowerThanAckWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: handlers of 3s, three ack waits each, 6s")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 2, ackWait(time.Second))
 	publishKeys(t, js, p, 2, 2)
 	rec := &recorder{}
@@ -63,6 +67,7 @@ func TestSlowerThanAckWait(t *testing.T) {
 // time, the message is redelivered after the lane's backoff, and the next
 // attempt completes.
 func TestMaxProcessTime(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, func(d *planner.Design) { d.Lane.BackOff = []planner.Duration{planner.Duration(200 * time.Millisecond)} })
 	publishKeys(t, js, p, 1, 1)
 	rec := &recorder{}
@@ -93,6 +98,10 @@ func TestMaxProcessTime(t *testing.T) {
 // that attempt (the nak delay is computed so the server waits exactly
 // that), or after the built-in schedule (1s, 2s, ...) without one.
 func TestBackoffSchedule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the retry schedule of 1s and 2s, 3s")
+	}
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		backoff []time.Duration
@@ -102,6 +111,7 @@ func TestBackoffSchedule(t *testing.T) {
 		{"none", nil, []time.Duration{time.Second, 2 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 1, func(d *planner.Design) {
 				for _, b := range tc.backoff {
 					d.Lane.BackOff = append(d.Lane.BackOff, planner.Duration(b))
@@ -131,6 +141,7 @@ func TestBackoffSchedule(t *testing.T) {
 // TestPoisonBlock: under block (the default) a message that keeps failing
 // holds its lane: the lane's later messages wait, other lanes go on.
 func TestPoisonBlock(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 2, func(d *planner.Design) { d.Lane.BackOff = []planner.Duration{planner.Duration(100 * time.Millisecond)} })
 	bad := natstest.SubjectsFor(t, p, 0, 1)[0]
 	natstest.Publish(t, js, bad, bad, natstest.SubjectsFor(t, p, 1, 3)[0])
@@ -157,6 +168,7 @@ func TestPoisonBlock(t *testing.T) {
 // acked, and the lane moves on; CountParked counts it. A Term from the
 // handler parks at once.
 func TestPoisonPark(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, func(d *planner.Design) { d.Lane.BackOff = []planner.Duration{planner.Duration(50 * time.Millisecond)} })
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
@@ -223,6 +235,7 @@ func TestPoisonPark(t *testing.T) {
 // TestTerm: without a dead-letter subject a Term from the handler
 // terminates the message (+TERM) and the lane moves on.
 func TestTerm(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 2)...)
 	rec := &recorder{}
@@ -242,6 +255,7 @@ func TestTerm(t *testing.T) {
 // TestHeldLane: a paused lane (held by apply during a repartition) is
 // pulled from, and its messages run the moment it is resumed.
 func TestHeldLane(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
 	p := testutil.Plan(t, "orders", 1)
@@ -274,6 +288,7 @@ func TestHeldLane(t *testing.T) {
 // cancelled), acks it, and leaves; the other instance takes the lane at
 // once, and its first message there starts after the first one's end.
 func TestStopHandsOver(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 3)...)
 	rec := &recorder{}
@@ -306,8 +321,10 @@ func TestStopHandsOver(t *testing.T) {
 // is cancelled and handed back (redelivered at once, to the next
 // instance); Run says so. Abort does the same without waiting.
 func TestGraceAndAbort(t *testing.T) {
+	t.Parallel()
 	for _, abort := range []bool{false, true} {
 		t.Run(strconv.FormatBool(abort), func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 1)
 			natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 1)...)
 			rec := &recorder{}
@@ -340,6 +357,10 @@ func TestGraceAndAbort(t *testing.T) {
 // for most of the ack wait, the handler is stopped before the message can
 // be redelivered beside it.
 func TestLostContact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server stops mid-message)")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, ackWait(2*time.Second))
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 1)...)
 	ended := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 // along are processed once each, in key order, with no lane run by two
 // instances at a time.
 func TestSpreadJoinLeave(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	rec := &recorder{}
 	slow := func(ctx context.Context, m *Msg) error { time.Sleep(2 * time.Millisecond); return nil }
@@ -76,8 +77,13 @@ func TestSpreadJoinLeave(t *testing.T) {
 // had in flight are redelivered after the ack wait. Pinned lanes move at
 // once too: the survivor unpins them instead of waiting for the pinned TTL.
 func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (an instance dies, its lease and ack wait let pass)")
+	}
+	t.Parallel()
 	for _, pinned := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unpinned", true: "pinned"}[pinned], func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 4, func(d *planner.Design) {
 				d.Lane.AckWait = planner.Duration(2 * time.Second)
 				d.Lane.Pinned = pinned
@@ -128,6 +134,7 @@ func TestFailover(t *testing.T) {
 // dropped delivery would wait out the 30s ack wait). Everything is done
 // within seconds of the last publish.
 func TestChurnLosesNoDelivery(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	rec := &recorder{}
 	cfg := func(name string) Config {
@@ -165,6 +172,7 @@ func TestChurnLosesNoDelivery(t *testing.T) {
 // and then "rebalanced members=2"; it logs the members it found once its
 // own join is in, and later joins count it.
 func TestJoinLogCountsTruly(t *testing.T) {
+	t.Parallel()
 	s, _, _, p := setup(t, "orders", 2)
 	logs := map[string]*testutil.Buffer{}
 	start := func(name string) *started {

@@ -19,6 +19,7 @@ import (
 // TestSlowerThanAckWait. The instances are in buckets of their own, so
 // both serve the lane.
 func TestNoProgressAcks(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, ackWait(time.Second))
 	rec := &recorder{}
 	slow := func(ctx context.Context, m *Msg) error {
@@ -45,6 +46,7 @@ func TestNoProgressAcks(t *testing.T) {
 // TestBucketSeparatesMemberships: instances in different buckets do not
 // see each other, so each serves every lane; lanes_work is not created.
 func TestBucketSeparatesMemberships(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 4)
 	cfg := Config{Stream: p.Stream.Name, Design: p.Design.Name}
 	a, b := cfg, cfg

@@ -24,6 +24,10 @@ import (
 // next message waits. The worker shows the outage (Outages, Stats) and
 // logs its start and its end once each, not per try.
 func TestOutageIsNotPoison(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an outage retried after growing delays, 4s")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, ackWait(time.Second))
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
@@ -87,6 +91,7 @@ func TestOutageIsNotPoison(t *testing.T) {
 // disabled, the lane's stream or its leader gone) is logged in words, not
 // as a bare status with an empty description.
 func TestPullRefusedInWords(t *testing.T) {
+	t.Parallel()
 	s, _, _, p := setup(t, "orders", 1)
 	var logs testutil.Buffer
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", PullExpiry: 3 * time.Second,

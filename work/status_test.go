@@ -14,6 +14,10 @@ import (
 // serving each lane and since when, the live members, and the instances
 // gone (lease expired, or left), and marks lanes whose instance is gone.
 func TestReadServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: instances gone by a lease expiry, 4s")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 4)
 	ctx := context.Background()
 	sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
@@ -95,6 +99,10 @@ func TestReadServing(t *testing.T) {
 // longer than the lane's usual time, which one and since when; a stop
 // marks it handed over with its last position.
 func TestLaneRecordSaysWhatRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a message must run past SlowAfter (10s) to be recorded")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1)
 	ctx := context.Background()
 	release := make(chan struct{})

@@ -12,6 +12,7 @@ import (
 // processes every message once and each key in order, and a stop returns
 // nil with nothing left out.
 func TestProcessesEveryMessageInOrder(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	publishKeys(t, js, p, 20, 25)
 	rec := &recorder{}

@@ -43,6 +43,9 @@ func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st 
 // its work (checked with LANES_TIMING_CHECKS=1: see within); everything
 // completed once; the lease bucket goes with the run.
 func TestKVLeaseMatchesModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a live run whose point is its throughput (LANES_TIMING_CHECKS=1 checks it)")
+	}
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
 	p := testutil.PlanDesign(t, testutil.Seed(8))
@@ -67,6 +70,10 @@ func TestKVLeaseMatchesModel(t *testing.T) {
 // finds the lease gone. With in-progress acks the holder renews the lease
 // and the key's messages run one after the other. As the model says.
 func TestKVLeaseLapseBreaksOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two live runs of 2s jobs, 7s")
+	}
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(2))
 	// The server expires a key 1-1.25s after its TTL was set (its expiry
@@ -96,6 +103,10 @@ func TestKVLeaseLapseBreaksOrder(t *testing.T) {
 // ends it; its message comes back after the ack wait and waits for the
 // lease. Nothing is lost.
 func TestKVLeaseCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: crashed holders whose leases are let expire, 4s")
+	}
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 120, process: 2 * time.Millisecond, crash: 0.05})

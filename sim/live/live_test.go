@@ -107,6 +107,9 @@ func clean(t *testing.T, what string, r judge.Result) {
 // up to 2ms when other jobs load it and 4ms under the race detector. With
 // 5ms the test would measure the machine, not the agreement.
 func TestSteadyBacklogMatchesModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 5s live run whose point is its throughput (LANES_TIMING_CHECKS=1 checks it)")
+	}
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(8))
 	const work = 40 * time.Millisecond
@@ -128,6 +131,9 @@ func TestSteadyBacklogMatchesModel(t *testing.T) {
 // One shared consumer with max ack pending 1 runs one message at a time,
 // whatever the number of workers: 1/t (checked with LANES_TIMING_CHECKS=1).
 func TestSingleRunsOneAtATime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 2s live run whose point is its throughput (LANES_TIMING_CHECKS=1 checks it)")
+	}
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(4))
 	const work = 40 * time.Millisecond
@@ -143,6 +149,7 @@ func TestSingleRunsOneAtATime(t *testing.T) {
 // Versioned: unordered delivery into a version-checked store ends with
 // every key's last update, whatever order the workers ran in.
 func TestVersionedKeepsFinalState(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 300, process: time.Millisecond})
@@ -158,6 +165,7 @@ func TestVersionedKeepsFinalState(t *testing.T) {
 // The per-key order check itself: a worker that holds a message and runs
 // its key's next message first must be reported.
 func TestOrderCheckCatchesHeldMessage(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 60, process: time.Millisecond})
@@ -182,6 +190,7 @@ func TestOrderCheckCatchesHeldMessage(t *testing.T) {
 // Crashed workers leave their message unacked: it is redelivered after the
 // ack wait to a replacement, so executions exceed messages and none is lost.
 func TestCrashesRedeliverWithoutLoss(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 200, process: 2 * time.Millisecond, crash: 0.1})
@@ -201,6 +210,10 @@ func TestCrashesRedeliverWithoutLoss(t *testing.T) {
 // redelivers to the idle worker (duplicates) unless in-progress acks keep
 // the message.
 func TestInProgressAcksRemoveDuplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two live runs of 600ms jobs, 5s")
+	}
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(1))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: 600 * time.Millisecond})
@@ -220,6 +233,7 @@ func TestInProgressAcksRemoveDuplicates(t *testing.T) {
 
 // Pinned lanes: only the pinned worker of each lane receives.
 func TestPinnedLanesKeepOrder(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(2), func(d *planner.Design) { d.Lane.Pinned = true })
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 100, process: time.Millisecond})
@@ -265,6 +279,7 @@ func streamNames(t *testing.T, js jetstream.JetStream) []string {
 // same design (same name, same subject) is untouched, and nothing of the
 // run remains. The hook sees each stream before it goes.
 func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
 	ctx := context.Background()
@@ -323,6 +338,7 @@ func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
 }
 
 func TestKeepLeavesTheSimulationStream(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
 	p := testutil.PlanDesign(t, testutil.Seed(2))
@@ -345,6 +361,7 @@ func TestKeepLeavesTheSimulationStream(t *testing.T) {
 
 // Cancelling mid-run returns promptly with the partial result and cleans up.
 func TestCancelReturnsPartialResults(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
 	p := testutil.PlanDesign(t, testutil.Seed(1))
@@ -381,6 +398,7 @@ func TestCancelReturnsPartialResults(t *testing.T) {
 
 // With no server given, the run starts and removes its own.
 func TestEmbeddedServer(t *testing.T) {
+	t.Parallel()
 	p := testutil.PlanDesign(t, testutil.Seed(3))
 	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
 	var last int
@@ -406,6 +424,7 @@ func TestEmbeddedServer(t *testing.T) {
 // 1s covers what in-progress acks do not: the moments between the
 // delivery and the handler, and between its end and the ack.
 func TestWorkersShareConnections(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(40))
 	w := newWorkload(t, p, spec{keys: "uniform:200", messages: 400, process: time.Millisecond, crash: 0.05})
@@ -436,6 +455,7 @@ func TestWorkersShareConnections(t *testing.T) {
 // per worker group, each in a membership bucket of its own (named after
 // the sandbox stream, removed with it), each serving every lane.
 func TestLanesRunOnTheWorkPackage(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
 	p := testutil.PlanDesign(t, testutil.Seed(3))
@@ -480,6 +500,7 @@ func TestLanesRunOnTheWorkPackage(t *testing.T) {
 // work serves lanes with max ack pending 1 only: a design above runs its
 // lanes strategy on the plain pull workers, and the run says what they do.
 func TestLanesAboveOneAckPendingRunOnPullWorkers(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	p := testutil.PlanDesign(t, testutil.Seed(2), func(d *planner.Design) { d.Lane.MaxAckPending = 4 })
 	w := newWorkload(t, p, spec{keys: "uniform:2", messages: 80, process: 5 * time.Millisecond})
