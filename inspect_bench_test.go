@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -31,10 +32,7 @@ func BenchmarkInspectProcess(b *testing.B) {
 		b.Run(fmt.Sprintf("lanes=%d", n), func(b *testing.B) {
 			srv := natstest.Start(b)
 			_, js := natstest.Connect(b, srv.URL())
-			p, err := planner.New(planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
-			if err != nil {
-				b.Fatal(err)
-			}
+			p := testutil.PlanDesign(b, planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
 			natstest.CreateLanes(b, js, p)
 			lanesArgs := []string{"inspect", "--server", srv.URL(), "--stream", p.Stream.Name, "-o", "json"}
 			natsArgs := []string{"consumer", "report", p.Stream.Name, "--server", srv.URL()}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/embedded"
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // TestMain lets scripts run "lanes" as a real command: this test binary,
@@ -91,6 +92,10 @@ func TestScripts(t *testing.T) {
 //	                            acknowledged (the server counts a publish after its ack, asynchronously)
 //	rmconsumer STREAM NAME      delete a consumer, as nats consumer rm does
 //	waitlines FILE N            wait (up to 30s) until FILE has N lines
+//	waitserving STREAM DESIGN INSTANCE...
+//	                            wait (up to 30s) until the instances of lanes work named are live members
+//	                            of the design's membership and every lane recorded there is served by one
+//	                            of them, split evenly: the lanes are settled before the script publishes
 //	sleep DURATION              let a background command run (a --watch shows its output only when
 //	                            it ends); never for correctness: it only gives the command time
 //	mask [-table] SRC DST [REGEXP...]
@@ -185,6 +190,30 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		}
 		ts.Fatalf("%s has %d lines after 30s, want %d", args[0], lines, n)
 	},
+	"waitserving": func(ts *testscript.TestScript, neg bool, args []string) {
+		if len(args) < 3 {
+			ts.Fatalf("usage: waitserving STREAM DESIGN INSTANCE...")
+		}
+		nc, err := nats.Connect(ts.Getenv("NATS_URL"))
+		ts.Check(err)
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		ts.Check(err)
+		var last string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sv, err := membership.ReadServing(ctx, js, args[0], args[1])
+			cancel()
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			if last = settledOn(sv, args[2:]); last == "" {
+				return
+			}
+		}
+		ts.Fatalf("the lanes of %s on %s not settled on %v after 30s: %s", args[1], args[0], args[2:], last)
+	},
 	"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 		if len(args) != 1 {
 			ts.Fatalf("usage: sleep DURATION")
@@ -224,6 +253,37 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		}
 		ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(text), 0o644))
 	},
+}
+
+// settledOn says why the lanes in sv are not settled on instances (every
+// one a live member serving its even share, every lane served by one of
+// them), or "" when they are.
+func settledOn(sv *membership.Serving, instances []string) string {
+	live := map[string]bool{}
+	for _, m := range sv.Members {
+		live[m.Instance] = true
+	}
+	share := map[string]int{}
+	for _, name := range instances {
+		if !live[name] {
+			return name + " is not a live member"
+		}
+		share[name] = 0
+	}
+	for lane, l := range sv.Lanes {
+		if _, ok := share[l.Instance]; !ok || l.Released || l.Gone {
+			return fmt.Sprintf("lane %s: %+v", lane, l)
+		}
+		share[l.Instance]++
+	}
+	lo, hi := len(sv.Lanes), 0
+	for _, n := range share {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if hi-lo > 1 || lo == 0 {
+		return fmt.Sprintf("lanes per instance %v", share)
+	}
+	return ""
 }
 
 // goCaches are the go command's caches: scripts run with HOME=/no-home,

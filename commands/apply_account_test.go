@@ -8,6 +8,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -29,7 +30,7 @@ func TestApplyAccountMappingExitCodes(t *testing.T) {
 	}
 	install := func(partitions int) {
 		t.Helper()
-		p := natstest.Plan(t, "acct", partitions, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		p := testutil.Plan(t, "acct", partitions, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 		if err := srv.GlobalAccount().AddMapping(p.Mapping.Source, p.Mapping.Destination); err != nil {
 			t.Fatal(err)
 		}

@@ -2,30 +2,34 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
 // TestApplyConfirmationPrompt: on a terminal apply asks; "y" applies, any
 // other answer refuses (exit 4) and changes nothing.
 func TestApplyConfirmationPrompt(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p, err := planFor(t)
-	if err != nil {
-		t.Fatal(err)
+	seed := testutil.ReadDesign(t, seedFile)
+	p := func(ackPending int) *planner.Plan {
+		return testutil.PlanDesign(t, seed, func(d *planner.Design) { d.Lane.MaxAckPending = ackPending })
 	}
 	run := func(answer string, ackPending int) error {
 		var out, errb strings.Builder
@@ -56,77 +60,7 @@ func TestApplyConfirmationPrompt(t *testing.T) {
 	}
 }
 
-// planFor plans the seed design with a given max ack pending.
-func planFor(t *testing.T) (func(int) *planner.Plan, error) {
-	data, err := os.ReadFile("../examples/seed/lanes.yaml")
-	if err != nil {
-		return nil, err
-	}
-	return func(ackPending int) *planner.Plan {
-		d, err := planner.ParseDesign(data, "lanes.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Lane.MaxAckPending = ackPending
-		p, err := planner.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}, nil
-}
-
-// planWith plans the seed design changed by mut.
-func planWith(t *testing.T, mut func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	data, err := os.ReadFile("../examples/seed/lanes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := planner.ParseDesign(data, "lanes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mut != nil {
-		mut(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func partitions(n int) func(*planner.Design) { return func(d *planner.Design) { d.Partitions = n } }
-
-// syncBuffer is a buffer written by one goroutine and read by another.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestApplyWaitingAtPromptHoldsTheLock: an operator reads the diff of a
 // repartition at the prompt while CI applies the same repartition. CI is
@@ -134,36 +68,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // timeout, waits and then finds nothing to do: no apply ever acts on a
 // diff another one made stale.
 func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	conn := connect.Options{Server: srv.URL()}
 	quiet := func() *IO { return &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard} }
 	ctx := context.Background()
-	if err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: planWith(t, partitions(8)), Conn: conn, Yes: true, Output: "table"}); err != nil {
+	if err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile), partitions(8)), Conn: conn, Yes: true, Output: "table"}); err != nil {
 		t.Fatal(err)
 	}
-	p16 := planWith(t, partitions(16))
+	p16 := testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile), partitions(16))
 	drain := converge.Options{DrainTimeout: time.Minute}
 
 	answer, say := io.Pipe()
-	prompt := &syncBuffer{}
+	prompt := &testutil.Buffer{}
 	operator := make(chan error, 1)
 	go func() {
 		operator <- runApply(ctx, ApplyOptions{IO: &IO{In: answer, Out: io.Discard, Err: prompt, InTTY: true}, Plan: p16, Conn: conn, Output: "table", Converge: drain})
 	}()
-	waitFor(t, "the operator's prompt", func() bool { return strings.Contains(prompt.String(), "Apply these changes") })
+	testutil.WaitFor(t, "the operator's prompt", 30*time.Second, func() bool { return strings.Contains(prompt.String(), "Apply these changes") })
 
 	err := runApply(ctx, ApplyOptions{IO: quiet(), Plan: p16, Conn: conn, Yes: true, Output: "table", Converge: drain})
 	if exitCode(err) != ExitRefused || !strings.Contains(fmt.Sprint(err), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("CI's apply while the operator holds the prompt: exit %d (%v), want 4 naming the holder", exitCode(err), err)
 	}
 
-	ciOut := &syncBuffer{}
+	// CI waits for the lock once its own try to take it (a create of the
+	// lock's key, with an id that is not the operator's) reached the server
+	// and was refused: only then does the operator's yes test the wait.
+	tries := lockTries(t, srv.URL(), p16.Stream.Name)
+	ciOut := &testutil.Buffer{}
 	ci := make(chan error, 1)
 	go func() {
 		ci <- runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: ciOut, Err: io.Discard}, Plan: p16, Conn: conn, Yes: true, Output: "table",
 			LockWait: time.Minute, Converge: drain})
 	}()
-	time.Sleep(300 * time.Millisecond) // CI is waiting for the lock
+	testutil.WaitFor(t, "CI trying to take the operator's lock", 30*time.Second, func() bool { return tries.Load() > 0 })
 	say.Write([]byte("y\n"))
 	if err := <-operator; err != nil {
 		t.Fatalf("the operator's apply: %v", err)
@@ -172,6 +111,46 @@ func TestApplyWaitingAtPromptHoldsTheLock(t *testing.T) {
 		t.Fatalf("CI waited for the lock, then must find nothing to do: %v\n%s", err, ciOut)
 	}
 }
+
+// lockTries counts the tries to take stream's apply lock made from now on
+// by anyone but its holder now, as the server receives them: a try writes
+// the lock's key with the trier's own id.
+func lockTries(t *testing.T, url, stream string) *atomic.Int32 {
+	t.Helper()
+	nc, js := natstest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, converge.LockBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := kv.Get(ctx, lockKeyOf(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holder converge.LockOwner
+	if err := json.Unmarshal(held.Value(), &holder); err != nil || holder.ID == "" {
+		t.Fatalf("the lock's value %q names no holder: %v", held.Value(), err)
+	}
+	var n atomic.Int32
+	sub, err := nc.Subscribe("$KV."+converge.LockBucket+"."+lockKeyOf(stream), func(m *nats.Msg) {
+		var o converge.LockOwner
+		if json.Unmarshal(m.Data, &o) == nil && o.ID != holder.ID {
+			n.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// lockKeyOf is the lock's key for the test streams' plain names.
+func lockKeyOf(stream string) string { return "stream." + stream }
 
 // promptWatch records whether the diff had been read from stdout's pipe
 // when the prompt was written.
@@ -195,10 +174,11 @@ func (p *promptWatch) Write(b []byte) (int, error) {
 // tee log) and the prompt on the terminal, the prompt must not appear
 // before the reader of the pipe has the diff.
 func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	conn := connect.Options{Server: srv.URL()}
 	ctx := context.Background()
-	if err := runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Plan: planWith(t, nil), Conn: conn, Yes: true, Output: "table"}); err != nil {
+	if err := runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Plan: testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile)), Conn: conn, Yes: true, Output: "table"}); err != nil {
 		t.Fatal(err)
 	}
 	r, w, err := os.Pipe()
@@ -206,7 +186,7 @@ func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got syncBuffer
+	var got testutil.Buffer
 	var read atomic.Bool
 	go func() {
 		time.Sleep(300 * time.Millisecond) // a slow reader
@@ -224,7 +204,7 @@ func TestApplyPromptComesAfterThePipedDiff(t *testing.T) {
 	}()
 	watch := &promptWatch{diffRead: read.Load}
 	err = runApply(ctx, ApplyOptions{IO: &IO{In: strings.NewReader("n\n"), Out: w, Err: watch, InTTY: true},
-		Plan: planWith(t, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) }), Conn: conn, Output: "table"})
+		Plan: testutil.PlanDesign(t, testutil.ReadDesign(t, seedFile), func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute) }), Conn: conn, Output: "table"})
 	w.Close()
 	if exitCode(err) != ExitRefused || !watch.prompted.Load() {
 		t.Fatalf("want the prompt answered no: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -40,10 +41,7 @@ func newMissingLane(t *testing.T) *missingLane {
 	if code, _, errs := lanes(t, m.args()...); code != 0 {
 		t.Fatalf("first apply: exit %d %s", code, errs)
 	}
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", KeyTokens: []int{1}, Partitions: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, planner.Design{Name: "orders", Subject: "msgs.received_from.*", KeyTokens: []int{1}, Partitions: 8})
 	mine := natstest.SubjectsFor(t, p, missingPartition, 3)
 	other := natstest.SubjectsFor(t, p, missingPartition+2, 1)
 	m.publish(t, mine, other, 30)
@@ -205,14 +203,14 @@ func TestApplyMissingLaneStart(t *testing.T) {
 		rec := newCallRecorder(t, 0)
 		worker, _ := startLanes(t, workArgs("-s", m.url, "--http", rec.URL, "--instance", "w")...)
 		m.publish(t, mine, other, 20)
-		waitForCond(t, "40 messages processed", 30*time.Second, func() bool { return rec.distinct() >= 40 })
+		testutil.WaitFor(t, "40 messages processed", 30*time.Second, func() bool { return rec.distinct() >= 40 })
 		// Deleted by hand while lanes work serves it: the worker records
 		// where the lane was.
 		if err := js.DeleteConsumer(context.Background(), "ORDERS", m.lane); err != nil {
 			t.Fatal(err)
 		}
 		last := m.stored[len(m.stored)-1]
-		waitForCond(t, "the deleted lane's position recorded", 20*time.Second, func() bool {
+		testutil.WaitFor(t, "the deleted lane's position recorded", 20*time.Second, func() bool {
 			code, out, _ := lanes(t, m.args("--missing-lane-start", "recorded", "--dry-run", "-o", "json")...)
 			return code == commands.ExitChanges && strings.Contains(out, fmt.Sprintf(`"restart_seq": %d`, last+1))
 		})

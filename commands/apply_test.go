@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 func streamExists(t *testing.T, js jetstream.JetStream, name string) bool {
@@ -196,6 +197,9 @@ func TestApplyUsage(t *testing.T) {
 // TestApplyClusterUnavailableLane: the CLI on a 3-node cluster with one
 // node down reports the lanes it cannot reach (exit 5) instead of hanging.
 func TestApplyClusterUnavailableLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster losing a node")
+	}
 	cleanEnv(t)
 	cl := natstest.StartCluster(t, 3)
 	base := append([]string{"apply", "--yes", "--replicas", "3", "--lane-replicas", "1"}, seed...)
@@ -365,13 +369,12 @@ func TestApplyProgressInLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out, errs syncBuffer
+	var out, errs testutil.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- commands.Main(append([]string{"lanes"}, append(base, "--partitions", "4")...), strings.NewReader(""), &out, &errs)
 	}()
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(errs.String(), "apply: old lanes' backlog processed 0/20 (0%)") },
-		"a progress line while the old lanes wait for workers")
+	testutil.WaitFor(t, "a progress line while the old lanes wait for workers", 30*time.Second, func() bool { return strings.Contains(errs.String(), "apply: old lanes' backlog processed 0/20 (0%)") })
 	select {
 	case code := <-done:
 		t.Fatalf("apply ended (exit %d) before the old lanes drained", code)

@@ -18,6 +18,7 @@ import (
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/chaos"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -80,10 +81,7 @@ func newChaos(t testing.TB, cfg chaosConfig) *chaosEnv {
 }
 
 func (e *chaosEnv) plan(n int) *planner.Plan {
-	p, err := planner.New(planner.Design{Name: "chaos", Subject: "chaos.in.*", Partitions: n, Mapping: e.cfg.mapping})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	p := testutil.PlanDesign(e.t, planner.Design{Name: "chaos", Subject: "chaos.in.*", Partitions: n, Mapping: e.cfg.mapping})
 	return p
 }
 
@@ -283,7 +281,7 @@ func (e *chaosEnv) prompt(args []string, want int) {
 		}
 	}
 	answer, say := io.Pipe()
-	prompt := &syncBuffer{}
+	prompt := &testutil.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- commands.MainOnTerminal(context.Background(), append([]string{"lanes"}, operator...), answer, io.Discard, prompt)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -25,6 +26,9 @@ func TestExamplesAreClean(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(strings.TrimPrefix(tc.design, "../examples/"), func(t *testing.T) {
+			if tc.cluster && testing.Short() {
+				t.Skip("-short: a 3-node cluster")
+			}
 			cleanEnv(t)
 			data, err := os.ReadFile(tc.design)
 			if err != nil {
@@ -34,10 +38,7 @@ func TestExamplesAreClean(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := planner.New(d)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := testutil.PlanDesign(t, d)
 			var url string
 			if tc.cluster {
 				c := natstest.StartCluster(t, 3)

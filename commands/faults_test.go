@@ -3,7 +3,6 @@
 package commands_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -42,7 +42,7 @@ type faultRun struct {
 
 	mu       sync.Mutex
 	children map[string]*exec.Cmd
-	logs     map[string]*bytes.Buffer
+	logs     map[string]*testutil.Buffer
 }
 
 func newFaultRun(t *testing.T, url string, perKey int, work map[string]time.Duration, applyExtra ...string) *faultRun {
@@ -51,7 +51,7 @@ func newFaultRun(t *testing.T, url string, perKey int, work map[string]time.Dura
 	p := applyDesign(t, url, append([]string{"--ack-wait", "5s"}, applyExtra...)...)
 	_, js := natstest.Connect(t, url)
 	keys := ordercheck.KeysOnEveryLane(t, p)
-	f := &faultRun{t: t, js: js, p: p, keys: keys, children: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
+	f := &faultRun{t: t, js: js, p: p, keys: keys, children: map[string]*exec.Cmd{}, logs: map[string]*testutil.Buffer{}}
 	f.run = ordercheck.New(t, p, keys, perKey, func(instance string) time.Duration { return work[instance] })
 	f.handler = f.run.Handler(t)
 	t.Cleanup(func() {
@@ -79,7 +79,7 @@ func (f *faultRun) start(name, url string) *exec.Cmd {
 // named instance for some.
 func (f *faultRun) spread(names ...string) {
 	f.t.Helper()
-	waitForCond(f.t, fmt.Sprintf("the lanes spread over %v", names), 30*time.Second, func() bool {
+	testutil.WaitFor(f.t, fmt.Sprintf("the lanes spread over %v", names), 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		sv, err := membership.ReadServing(ctx, f.js, f.p.Stream.Name, f.p.Design.Name)
@@ -106,7 +106,7 @@ func (f *faultRun) spread(names ...string) {
 // serving waits until every named instance has run a message.
 func (f *faultRun) serving(names ...string) {
 	f.t.Helper()
-	waitForCond(f.t, fmt.Sprintf("%v running messages", names), 30*time.Second, func() bool {
+	testutil.WaitFor(f.t, fmt.Sprintf("%v running messages", names), 30*time.Second, func() bool {
 		ex := f.run.Executions()
 		for _, n := range names {
 			if ex[n] == 0 {
@@ -133,7 +133,7 @@ func (f *faultRun) publish() (wait func()) {
 // instances with SIGTERM (exit 0).
 func (f *faultRun) finish(stop ...string) {
 	f.t.Helper()
-	waitForCond(f.t, "every message processed", 120*time.Second, f.run.Done)
+	testutil.WaitFor(f.t, "every message processed", 120*time.Second, f.run.Done)
 	f.run.Check(f.t)
 	for _, name := range stop {
 		if code := stopChild(f.t, f.children[name], syscall.SIGTERM, 30*time.Second); code != 0 {
@@ -146,7 +146,7 @@ func (f *faultRun) finish(stop ...string) {
 // servers.
 func reconnected(t *testing.T, n int, servers ...*natstest.Server) {
 	t.Helper()
-	waitForCond(t, fmt.Sprintf("%d lanes work instances connected", n), 30*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("%d lanes work instances connected", n), 30*time.Second, func() bool {
 		got := 0
 		for _, s := range servers {
 			cz, err := s.Server.Connz(&server.ConnzOptions{})
@@ -171,7 +171,7 @@ func (f *faultRun) afterDisruption() {
 	half := len(f.run.W.Messages) / 2
 	published := time.Now()
 	f.run.PublishRange(context.Background(), f.t, f.js, half, len(f.run.W.Messages), 0)
-	waitForCond(f.t, "every message processed", 60*time.Second, f.run.Done)
+	testutil.WaitFor(f.t, "every message processed", 60*time.Second, f.run.Done)
 	worst := time.Duration(0)
 	for msg, d := range f.run.Stalls(half, len(f.run.W.Messages), published) {
 		worst = max(worst, d)
@@ -188,7 +188,7 @@ func (f *faultRun) beforeDisruption() {
 	f.t.Helper()
 	half := len(f.run.W.Messages) / 2
 	f.run.PublishRange(context.Background(), f.t, f.js, 0, half, 0)
-	waitForCond(f.t, "the first half processed", 60*time.Second, func() bool { return f.run.DoneUpTo(half) })
+	testutil.WaitFor(f.t, "the first half processed", 60*time.Second, func() bool { return f.run.DoneUpTo(half) })
 }
 
 func TestWorkFaults(t *testing.T) {
@@ -204,7 +204,7 @@ func TestWorkFaults(t *testing.T) {
 			f.start("b", url)
 			wait := f.publish()
 			f.serving("a", "b")
-			waitForCond(t, "a working", 30*time.Second, func() bool { return f.run.Executions()["a"] >= 4 })
+			testutil.WaitFor(t, "a working", 30*time.Second, func() bool { return f.run.Executions()["a"] >= 4 })
 			a.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(7 * time.Second) // the scenario: a frozen past its 5s lease
 			a.Process.Signal(syscall.SIGCONT)
@@ -219,7 +219,7 @@ func TestWorkFaults(t *testing.T) {
 			f.start("b", s.URL())
 			wait := f.publish()
 			f.serving("a", "b")
-			waitForCond(t, "a working", 30*time.Second, func() bool { return f.run.Executions()["a"] >= 4 })
+			testutil.WaitFor(t, "a working", 30*time.Second, func() bool { return f.run.Executions()["a"] >= 4 })
 			relay.Freeze()
 			time.Sleep(7 * time.Second) // the scenario: a cut off past its 5s lease
 			relay.Thaw()
@@ -276,7 +276,7 @@ func TestWorkFaults(t *testing.T) {
 		cl.Servers[0].Stop()
 		// The workers learn of the loss after the new leaders told the
 		// pull requests they knew of, where nobody listened.
-		waitForCond(t, "every lane with a leader again", 60*time.Second, func() bool {
+		testutil.WaitFor(t, "every lane with a leader again", 60*time.Second, func() bool {
 			for _, l := range f.p.Lanes {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				c, err := f.js.Consumer(ctx, f.p.Stream.Name, l.Name)
@@ -303,7 +303,7 @@ func TestWorkFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		wait()
-		waitForCond(t, "both instances members of the new bucket", 30*time.Second, func() bool { return members(t, url) == 2 })
+		testutil.WaitFor(t, "both instances members of the new bucket", 30*time.Second, func() bool { return members(t, url) == 2 })
 		f.finish("a", "b")
 	})
 }

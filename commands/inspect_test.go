@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
@@ -77,7 +77,7 @@ func decode(t *testing.T, s string) inspectDoc {
 func TestInspectJSONEqualsConsumerInfo(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "jsonfig", 4)
+	p := testutil.Plan(t, "jsonfig", 4)
 	natstest.CreateLanes(t, js, p, func(c *jetstream.ConsumerConfig) {
 		switch c.Durable {
 		case p.Lanes[2].Name:
@@ -137,7 +137,7 @@ func TestInspectJSONEqualsConsumerInfo(t *testing.T) {
 func TestInspectOutputs(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "outputs", 4)
+	p := testutil.Plan(t, "outputs", 4)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 3)...)
 	natstest.WaitPending(t, js, p.Stream.Name, p.Lanes[1].Name, 3)
@@ -170,7 +170,7 @@ func TestInspectOutputs(t *testing.T) {
 func TestInspectFailOn(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "failon", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
+	p := testutil.Plan(t, "failon", 4, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 2, 5)...)
 	natstest.Fetch(t, js, p.Stream.Name, p.Lanes[2].Name, 1, false)
@@ -212,7 +212,7 @@ func TestInspectFailOn(t *testing.T) {
 func TestInspectKey(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "keyed", 8)
+	p := testutil.Plan(t, "keyed", 8)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, "keyed.received_from.alice", "keyed.received_from.alice")
 	lane, _ := p.LaneOf("keyed.received_from.alice")
@@ -269,48 +269,33 @@ func TestInspectUsage(t *testing.T) {
 	}
 }
 
-// syncBuffer is written by the watch and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestInspectWatchSurvivesRestart runs --watch against a server that is
 // restarted: the watch says it is reconnecting, and reports continue after
 // the server is back, with rates; cancelling ends it with exit 0.
 func TestInspectWatchSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server restarts under the watch)")
+	}
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "watched", 2)
+	p := testutil.Plan(t, "watched", 2)
 	natstest.CreateLanes(t, js, p)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 2)...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.Buffer
 	done := make(chan int)
 	go func() {
 		done <- commands.MainContext(ctx, []string{"lanes", "inspect", "-s", srv.URL(), "--stream", p.Stream.Name,
 			"--timeout", "1s", "--watch", "200ms", "-o", "json"}, strings.NewReader(""), &out, &errOut)
 	}()
 	reports := func() []string { return strings.Split(strings.TrimSpace(out.String()), "\n") }
-	waitFor(t, 10*time.Second, func() bool { return len(reports()) >= 2 }, "two reports before the restart")
+	testutil.WaitFor(t, "two reports before the restart", 10*time.Second, func() bool { return len(reports()) >= 2 })
 
 	srv.Restart()
 	restarted := time.Now()
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a report after the restart", 30*time.Second, func() bool {
 		lines := reports()
 		var last struct {
 			Time     time.Time `json:"time"`
@@ -324,7 +309,7 @@ func TestInspectWatchSurvivesRestart(t *testing.T) {
 			t.Fatalf("watch line is not JSON: %v", err)
 		}
 		return last.Time.After(restarted) && len(last.Lanes) == 2 && last.Lanes[0].Pending == 2 && last.Lanes[0].Rate != nil
-	}, "a report after the restart")
+	})
 	if s := errOut.String(); !strings.Contains(s, "reconnecting") && !strings.Contains(s, "cannot read") {
 		t.Errorf("the watch should say it lost the server; stderr: %q", s)
 	}
@@ -345,18 +330,18 @@ func TestInspectWatchSurvivesRestart(t *testing.T) {
 func TestInspectWatchTableAndFailOn(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "tabled", 2)
+	p := testutil.Plan(t, "tabled", 2)
 	natstest.CreateLanes(t, js, p)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.Buffer
 	done := make(chan int)
 	go func() {
 		done <- commands.MainContext(ctx, []string{"lanes", "inspect", "-s", srv.URL(), "--stream", p.Stream.Name,
 			"--watch=150ms", "--fail-on", "total_backlog>0"}, strings.NewReader(""), &out, &errOut)
 	}()
-	waitFor(t, 10*time.Second, func() bool { return strings.Count(out.String(), "Stream TABLED") >= 2 }, "two table refreshes")
+	testutil.WaitFor(t, "two table refreshes", 10*time.Second, func() bool { return strings.Count(out.String(), "Stream TABLED") >= 2 })
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 1)...)
 	select {
 	case code := <-done:
@@ -371,17 +356,6 @@ func TestInspectWatchTableAndFailOn(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, limit time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestInspectClusterNodeHangs: a node that stops answering without
 // leaving the cluster (a hung machine, a partition) leads some lanes. The
 // server's CONSUMER.LIST then waits 4 s for them; inspect --timeout T still
@@ -393,7 +367,7 @@ func TestInspectClusterNodeHangs(t *testing.T) {
 	}
 	c := natstest.StartRelayedCluster(t, 3)
 	_, js := natstest.Connect(t, c.URLs())
-	p := natstest.Plan(t, "hangs", 12, func(d *planner.Design) {
+	p := testutil.Plan(t, "hangs", 12, func(d *planner.Design) {
 		d.Stream.Replicas = 3
 		d.Lane.Replicas = 1
 	})
@@ -472,7 +446,7 @@ func TestInspectWatchQuorumLost(t *testing.T) {
 	}
 	c := natstest.StartRelayedCluster(t, 3)
 	_, js := natstest.Connect(t, c.URLs())
-	p := natstest.Plan(t, "quorum", 2, func(d *planner.Design) { d.Stream.Replicas = 3 })
+	p := testutil.Plan(t, "quorum", 2, func(d *planner.Design) { d.Stream.Replicas = 3 })
 	natstest.CreateLanes(t, js, p)
 	survivor := -1
 	for i, s := range c.Servers {
@@ -487,7 +461,7 @@ func TestInspectWatchQuorumLost(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- commands.MainContext(ctx, []string{"lanes", "inspect", "-s", c.Servers[survivor].ClientURL(), "--stream", p.Stream.Name,
@@ -552,7 +526,7 @@ func TestInspectBadValues(t *testing.T) {
 func TestInspectTerminalSafety(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p := natstest.Plan(t, "safe", 2)
+	p := testutil.Plan(t, "safe", 2)
 	natstest.CreateLanes(t, js, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -615,6 +589,9 @@ func (d servingDoc) codes() map[string]int {
 // instance is killed (SIGKILL: no hand-over, its lease just stops being
 // renewed) reports each lane's instance gone within the lease.
 func TestInspectServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (an instance killed -9, its lease let expire)")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	p := applyDesign(t, url, "--partitions", "2")
@@ -645,7 +622,7 @@ func TestInspectServing(t *testing.T) {
 		"--on-poison", "park", "--dead-letter", "dlq.orders")...)
 	natstest.Publish(t, js, append(natstest.SubjectsFor(t, p, 0, 2), natstest.SubjectsFor(t, p, 1, 1)...)...)
 	var d servingDoc
-	waitFor(t, 20*time.Second, func() bool {
+	testutil.WaitFor(t, "both lanes served by one, 3 messages parked", 20*time.Second, func() bool {
 		d, _ = read()
 		if len(d.Workers) != 1 || len(d.Workers[0].Parked) != 1 || d.Workers[0].Parked[0].Count != 3 {
 			return false
@@ -656,7 +633,7 @@ func TestInspectServing(t *testing.T) {
 			}
 		}
 		return true
-	}, "both lanes served by one, 3 messages parked")
+	})
 	for _, l := range d.Lanes {
 		if l.ServedSince.Before(started.Add(-time.Second)) || l.ServedSince.After(time.Now()) {
 			t.Errorf("lane %s served since %s, the worker started at %s", l.Name, l.ServedSince, started)
@@ -680,7 +657,7 @@ func TestInspectServing(t *testing.T) {
 	killed := time.Now()
 	cmd.Wait()
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 1)...) // a message now waits on lane 1
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, "both lanes' instance gone", 15*time.Second, func() bool {
 		d, _ = read()
 		for _, l := range d.Lanes {
 			if !l.ServedByGone {
@@ -688,7 +665,7 @@ func TestInspectServing(t *testing.T) {
 			}
 		}
 		return d.codes()["instance_gone"] == 2
-	}, "both lanes' instance gone")
+	})
 	took := time.Since(killed)
 	t.Logf("instance gone reported %s after SIGKILL (lease 2s)", took.Round(10*time.Millisecond))
 	if took > 2*time.Second+3*time.Second {
@@ -714,7 +691,7 @@ func TestInspectWorkersUnknown(t *testing.T) {
 	reader.Name, reader.Password = "reader", "reader-pw"
 	srv := natstest.Start(t, natstest.WithUsers(reader, natstest.User{Name: "admin", Password: "admin-pw"}))
 	_, js := natstest.Connect(t, srv.URL(), nats.UserInfo("admin", "admin-pw"))
-	p := natstest.Plan(t, "unknown", 4)
+	p := testutil.Plan(t, "unknown", 4)
 	natstest.CreateLanes(t, js, p)
 	if _, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: membership.Bucket, LimitMarkerTTL: time.Hour}); err != nil {
 		t.Fatal(err)
@@ -748,7 +725,7 @@ func TestInspectSlowMembershipBucket(t *testing.T) {
 	cleanEnv(t)
 	c := natstest.StartRelayedCluster(t, 3)
 	_, js := natstest.Connect(t, c.URLs())
-	p := natstest.Plan(t, "slowbucket", 4)
+	p := testutil.Plan(t, "slowbucket", 4)
 	natstest.CreateLanes(t, js, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -805,7 +782,7 @@ func TestInspectWords(t *testing.T) {
 		t.Fatalf("a stream with no lanes (exit %d):\n%s", code, out)
 	}
 
-	p := natstest.Plan(t, "pushed", 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
+	p := testutil.Plan(t, "pushed", 2, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(200 * time.Millisecond) })
 	natstest.CreateLanes(t, js, p)
 	if _, err := js.CreateOrUpdateConsumer(ctx, p.Stream.Name, jetstream.ConsumerConfig{Durable: "push", DeliverSubject: "nobody.listens",
 		FilterSubject: p.Lanes[1].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1}); err != nil {
@@ -900,6 +877,9 @@ func TestInspectTwoDesignsOnOneStream(t *testing.T) {
 // the lane's usual time, and inspect reports it (long_running, the
 // RUNNING column) instead of "the lanes look healthy".
 func TestInspectShowsAHungHandler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a message must run past SlowAfter (10s)")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	p := applyDesign(t, url, "--partitions", "2", "--ack-wait", "2s")
@@ -918,13 +898,13 @@ func TestInspectShowsAHungHandler(t *testing.T) {
 	startLanes(t, workArgs("-s", url, "--instance", "one", "--http", srv.URL)...)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 2)...)
 	var d servingDoc
-	waitFor(t, 40*time.Second, func() bool {
+	testutil.WaitFor(t, "inspect to report the hung handler", 40*time.Second, func() bool {
 		code, out, _ := lanesRun("inspect", "-s", url, "--stream", p.Stream.Name, "-o", "json")
 		if code != 0 && code != commands.ExitThreshold || json.Unmarshal([]byte(out), &d) != nil {
 			return false
 		}
 		return d.codes()["long_running"] == 1
-	}, "inspect to report the hung handler")
+	})
 	for _, l := range d.Lanes {
 		if (l.Running != nil) != (l.Name == p.Lanes[1].Name) || l.Running != nil && (l.Running.Seq != 2 || l.Running.Seconds < work.SlowAfter(0).Seconds()) {
 			t.Errorf("lane %s running: %+v", l.Name, l.Running)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
-	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestMain lets a test run lanes as a separate process (this test binary
@@ -110,6 +110,9 @@ func killAfter(t *testing.T, url, part string, n int64, args ...string) {
 // TestKilledApplyConverges: kill -9 while apply creates 300 lanes; the
 // next apply creates the rest, and the one after has nothing to do.
 func TestKilledApplyConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (apply killed -9 mid-create, then run again)")
+	}
 	cleanEnv(t)
 	srv := natstest.Start(t)
 	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "300"}, seed...)
@@ -139,10 +142,7 @@ func TestKilledRecreateKeepsPosition(t *testing.T) {
 		t.Fatalf("exit %d %s", code, errs)
 	}
 	_, js := natstest.Connect(t, srv.URL())
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	var seqs []uint64
 	for i := 0; len(seqs) < 4; i++ { // four messages for lane 00
 		subject := fmt.Sprintf("msgs.received_from.u%d", i)
@@ -194,6 +194,9 @@ func TestKilledRecreateKeepsPosition(t *testing.T) {
 // per lane), and the result on stdout lists what is left; a re-run
 // converges.
 func TestSigtermMidApplySaysWhatIsLeft(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: apply stopped mid-create and run again, 9s")
+	}
 	cleanEnv(t)
 	srv := natstest.Start(t)
 	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "600"}, seed...)
@@ -236,6 +239,9 @@ func TestSigtermMidApplySaysWhatIsLeft(t *testing.T) {
 // creates 600 lanes two at a time, --timeout 2s: apply exits 14 within
 // about one timeout (not one per remaining lane) and says what is not done.
 func TestServerGoneMidApplyStopsWithinTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server stops mid-apply)")
+	}
 	cleanEnv(t)
 	srv := natstest.Start(t)
 	base := append([]string{"apply", "--yes", "--server", srv.URL(), "--partitions", "600", "--timeout", "2s", "--concurrency", "2"}, seed...)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // writeSubjects writes n published subjects with a skewed key population.
@@ -43,10 +43,7 @@ func BenchmarkAssignMillion(b *testing.B) {
 	const n = 1_000_000
 	path := writeSubjects(b, n)
 	info, _ := os.Stat(path)
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 64})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := testutil.PlanDesign(b, testutil.Seed(64))
 	b.Run("raw", func(b *testing.B) {
 		b.SetBytes(info.Size())
 		for i := 0; i < b.N; i++ {

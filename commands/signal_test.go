@@ -1,7 +1,6 @@
 package commands_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,22 +15,15 @@ import (
 
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
-// startLanes runs lanes in a child process (see TestMain) with its output
-// captured.
-func startLanes(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// startLanes runs lanes in a child process (see TestMain) with its
+// stderr captured, readable while it runs.
+func startLanes(t *testing.T, args ...string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
-	argv, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, &stderr
+	c := startChild(t, nil, nil, args...)
+	return c.cmd, c.stderr
 }
 
 // waitExit waits for the child to exit within limit and returns its code.
@@ -56,14 +48,17 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration) int {
 }
 
 // hungServer accepts TCP connections and never says anything: a NATS
-// client waits for its INFO until the connect timeout.
-func hungServer(t *testing.T) string {
+// client waits for its INFO until the connect timeout. connected receives
+// each connection as it is accepted: a child that connected is in Main,
+// its signal handling set up, waiting for the server.
+func hungServer(t *testing.T) (url string, connected <-chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan struct{}, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -71,9 +66,23 @@ func hungServer(t *testing.T) string {
 				return
 			}
 			t.Cleanup(func() { c.Close() })
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
-	return "nats://" + ln.Addr().String()
+	return "nats://" + ln.Addr().String(), accepted
+}
+
+// waitConnected waits until the child's connection reached hungServer.
+func waitConnected(t *testing.T, connected <-chan struct{}, stderr fmt.Stringer) {
+	t.Helper()
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("lanes never connected; stderr: %s", stderr)
+	}
 }
 
 // stopSignals are the signals every command treats as a stop: SIGHUP (a
@@ -84,11 +93,12 @@ var stopSignals = []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGH
 // that waits for a server that never answers, at once and with exit 130,
 // not after the connect timeout with a connection error.
 func TestSignalWhileConnecting(t *testing.T) {
-	url := hungServer(t)
+	t.Parallel()
 	for _, sig := range stopSignals {
 		t.Run(sig.String(), func(t *testing.T) {
+			url, connected := hungServer(t)
 			cmd, stderr := startLanes(t, "inspect", "--stream", "ORDERS", "-s", url, "--timeout", "30s")
-			time.Sleep(500 * time.Millisecond) // connecting
+			waitConnected(t, connected, stderr)
 			sent := time.Now()
 			cmd.Process.Signal(sig)
 			code := waitExit(t, cmd, 5*time.Second)
@@ -109,7 +119,7 @@ func TestSignalWhileConnecting(t *testing.T) {
 // stderr under the test's control.
 type child struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *testutil.Buffer
 }
 
 func startChild(t *testing.T, stdin *os.File, env []string, args ...string) *child {
@@ -117,8 +127,10 @@ func startChild(t *testing.T, stdin *os.File, env []string, args ...string) *chi
 	argv, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(append(os.Environ(), env...), "LANES_ARGS="+string(argv))
-	cmd.Stdin = stdin
-	var stderr bytes.Buffer
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -130,26 +142,25 @@ func startChild(t *testing.T, stdin *os.File, env []string, args ...string) *chi
 // waitBlocked waits until one of the child's threads sleeps in the kernel
 // in a function named like one of where (/proc/PID/task/*/wchan): e.g.
 // wait_for_partner (open(2) of a FIFO without a writer) or pipe_read.
+// Without /proc there is no telling where the child is, and a signal
+// sent too early would prove nothing: the test is skipped.
 func (c *child) waitBlocked(t *testing.T, where ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", c.cmd.Process.Pid)); err != nil {
+		t.Skip("no /proc to see where lanes blocks:", err)
+	}
+	testutil.WaitFor(t, fmt.Sprintf("lanes blocked in %v (stderr: %s)", where, c.stderr), 30*time.Second, func() bool {
 		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", c.cmd.Process.Pid))
-		if len(tasks) == 0 {
-			time.Sleep(2 * time.Second) // no /proc: give it time
-			return
-		}
 		for _, f := range tasks {
 			b, _ := os.ReadFile(f)
 			for _, w := range where {
 				if strings.Contains(string(b), w) {
-					return
+					return true
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("lanes never blocked in %v; stderr: %s", where, c.stderr)
+		return false
+	})
 }
 
 // interrupt sends sig and checks that lanes exits 130 within a second,
@@ -183,6 +194,7 @@ func mkfifo(t *testing.T) string {
 // first SIGTERM, SIGINT or SIGHUP, with exit 130: blocked in open(2) of a FIFO no
 // one writes to, or in read(2) of a pipe that stays open and silent.
 func TestSignalWhileReading(t *testing.T) {
+	t.Parallel()
 	design := "../examples/seed/lanes.yaml"
 	cases := []struct {
 		name  string
@@ -203,6 +215,7 @@ func TestSignalWhileReading(t *testing.T) {
 	for _, tc := range cases {
 		for _, sig := range stopSignals {
 			t.Run(tc.name+"/"+sig.String(), func(t *testing.T) {
+				t.Parallel()
 				var stdin *os.File
 				if tc.stdin {
 					r, w, err := os.Pipe()
@@ -225,62 +238,35 @@ func TestSignalWhileReading(t *testing.T) {
 // TestSignalWhileApplyConnects: apply waiting for a server that never
 // answers stops at SIGTERM, and at SIGHUP alike, with exit 130.
 func TestSignalWhileApplyConnects(t *testing.T) {
-	url := hungServer(t)
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
+			url, connected := hungServer(t)
 			c := startChild(t, nil, nil, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "-s", url, "--timeout", "30s")
-			c.waitStarted(t)
+			waitConnected(t, connected, c.stderr)
 			c.interrupt(t, sig)
 		})
 	}
 }
 
-// waitStarted waits until the child has made its first connection
-// attempt, so that Main (and its signal handling) runs: a signal before
-// that would end the process with the signal's default action.
-func (c *child) waitStarted(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", c.cmd.Process.Pid))
-		if len(fds) == 0 {
-			time.Sleep(time.Second) // no /proc: give it time
-			return
-		}
-		for _, fd := range fds {
-			if target, _ := os.Readlink(fd); strings.HasPrefix(target, "socket:") {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("lanes never connected; stderr: %s", c.stderr)
-}
-
 // TestSignalInspectWatch: inspect --watch stops at SIGTERM, and at SIGHUP
 // alike, with exit 130 and the word of what stopped it.
 func TestSignalInspectWatch(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			argv, _ := json.Marshal([]string{"inspect", "--stream", "NOPE", "-s", srv.URL(), "--watch", "200ms"})
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-			var stdout syncBuffer
-			var stderr bytes.Buffer
+			var stdout, stderr testutil.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cmd.Process.Kill() })
 			c := &child{cmd: cmd, stderr: &stderr}
-			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(stdout.String(), "NOPE") {
-				if time.Now().After(deadline) {
-					t.Fatalf("the watch never reported; stdout %q", stdout.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testutil.WaitFor(t, "the watch's first report", 30*time.Second, func() bool { return strings.Contains(stdout.String(), "NOPE") })
 			c.interrupt(t, sig)
 		})
 	}
@@ -290,6 +276,7 @@ func TestSignalInspectWatch(t *testing.T) {
 // spool has no name in the temporary directory, so neither SIGTERM nor
 // SIGKILL leaves anything behind.
 func TestSpoolLeftBehind(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			tmp := t.TempDir()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/live"
@@ -326,10 +327,7 @@ func TestSimulateLiveEmbedded(t *testing.T) {
 func TestSimulateFromStream(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	ctx := context.Background()
 	tr := p.Stream.SubjectTransform
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: p.Stream.Subjects,

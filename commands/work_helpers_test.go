@@ -164,18 +164,6 @@ func (p *publisher) finish() int {
 	return <-p.n
 }
 
-// waitForCond polls cond until it holds or limit passes.
-func waitForCond(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // instancesServing counts the instances that made calls since t0.
 func instancesServing(calls []workCall, since time.Time) map[string]bool {
 	out := map[string]bool{}

@@ -27,32 +27,15 @@ import (
 	"github.com/lanes-dev/lanes/commands"
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// workBuffer is written by a running command and read by the test.
-type workBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *workBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *workBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runningWork is lanes work run in-process until stop.
 type runningWork struct {
-	out, err workBuffer
+	out, err testutil.Buffer
 	cancel   context.CancelFunc
 	code     chan int
 }
@@ -94,20 +77,13 @@ func applyDesign(t *testing.T, url string, extra ...string) *planner.Plan {
 	if code, out, errs := lanes(t, args...); code != 0 {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errs)
 	}
-	d, err := planner.ParseDesign(mustRead(t, "../examples/seed/lanes.yaml"), "lanes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := testutil.ReadDesign(t, "../examples/seed/lanes.yaml")
 	for i := 0; i+1 < len(extra); i++ {
 		if extra[i] == "--partitions" {
 			d.Partitions, _ = strconv.Atoi(extra[i+1])
 		}
 	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testutil.PlanDesign(t, d)
 }
 
 func mustRead(t *testing.T, path string) []byte {
@@ -213,6 +189,9 @@ func TestWorkNeedsTheStream(t *testing.T) {
 // flight may run again), no lane runs two calls at once, the others take
 // the killed instance's lanes, and they stop with exit 0 on SIGTERM.
 func TestWorkKillMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (an instance killed -9 mid-run, its lease and ack wait let pass), 20s")
+	}
 	for _, tc := range []struct {
 		name      string
 		cluster   bool
@@ -257,7 +236,7 @@ func TestWorkKillMidRun(t *testing.T) {
 			}
 			pub := startPublisher(t, js, p, 24, 2*time.Millisecond)
 			start := time.Now()
-			waitForCond(t, "every instance serving", 45*time.Second, func() bool {
+			testutil.WaitFor(t, "every instance serving", 45*time.Second, func() bool {
 				return len(instancesServing(rec.snapshot(), start)) == tc.instances
 			})
 			children[0].Process.Kill()
@@ -265,7 +244,7 @@ func TestWorkKillMidRun(t *testing.T) {
 			waitExit(t, children[0], 5*time.Second)
 			time.Sleep(5 * time.Second) // the lease (2s) and the ack wait (2s) pass while publishing goes on
 			n := pub.finish()
-			waitForCond(t, fmt.Sprintf("%d messages processed", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+			testutil.WaitFor(t, fmt.Sprintf("%d messages processed", n), 30*time.Second, func() bool { return rec.distinct() >= n })
 			calls := rec.snapshot()
 			checkWorkCalls(t, calls, n, "w0")
 			lanesAfter := map[string]bool{}
@@ -303,11 +282,11 @@ func TestWorkJoinLeave(t *testing.T) {
 	}
 	pub := startPublisher(t, js, p, 16, 2*time.Millisecond)
 	w0 := start("w0")
-	waitForCond(t, "w0 serving", 20*time.Second, func() bool { return instancesServing(rec.snapshot(), time.Time{})["w0"] })
+	testutil.WaitFor(t, "w0 serving", 20*time.Second, func() bool { return instancesServing(rec.snapshot(), time.Time{})["w0"] })
 	for _, name := range []string{"w1", "w2"} {
 		joined := time.Now()
 		start(name)
-		waitForCond(t, name+" serving", 10*time.Second, func() bool { return instancesServing(rec.snapshot(), joined)[name] })
+		testutil.WaitFor(t, name+" serving", 10*time.Second, func() bool { return instancesServing(rec.snapshot(), joined)[name] })
 		t.Logf("%s made its first call %s after it started", name, time.Since(joined))
 	}
 	left := time.Now()
@@ -316,7 +295,7 @@ func TestWorkJoinLeave(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	n := pub.finish()
-	waitForCond(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+	testutil.WaitFor(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
 	calls := rec.snapshot()
 	checkWorkCalls(t, calls, n, "")
 	lanesAfter := map[string]bool{}
@@ -341,6 +320,9 @@ func TestWorkJoinLeave(t *testing.T) {
 // message back at once (the other instance runs it as attempt 2, long
 // before the 30s ack wait) and exits 130.
 func TestWorkSIGTERMHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: three stops during 1.5s handlers, 5s")
+	}
 	for _, tc := range []struct {
 		name  string
 		sig   syscall.Signal
@@ -358,16 +340,16 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			_, js := natstest.Connect(t, url)
 			rec := newCallRecorder(t, 1500*time.Millisecond)
 			cmds := map[string]*exec.Cmd{}
-			stderrs := map[string]*bytes.Buffer{}
+			stderrs := map[string]*testutil.Buffer{}
 			for _, name := range []string{"a", "b"} {
 				cmd, stderr := startLanes(t, workArgs("-s", url, "--http", rec.URL, "--instance", name)...)
 				cmds[name], stderrs[name] = cmd, stderr
 			}
-			waitForCond(t, "both joined", 10*time.Second, func() bool { return members(t, url) == 2 })
+			testutil.WaitFor(t, "both joined", 10*time.Second, func() bool { return members(t, url) == 2 })
 			subject, _ := p.SubjectForKey("alice")
 			natstest.Publish(t, js, subject, subject)
 			var first workCall
-			waitForCond(t, "the first call", 10*time.Second, func() bool {
+			testutil.WaitFor(t, "the first call", 10*time.Second, func() bool {
 				s := rec.startedCalls()
 				if len(s) > 0 {
 					first = s[0]
@@ -380,7 +362,11 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			cmds[owner].Process.Signal(tc.sig)
 			want := 0
 			if twice || tc.sig == syscall.SIGHUP {
-				time.Sleep(200 * time.Millisecond)
+				// The second comes once the first is being acted on: the
+				// owner says it is stopping, its message still in flight.
+				testutil.WaitFor(t, owner+" stopping", 10*time.Second, func() bool {
+					return strings.Contains(stderrs[owner].String(), `msg="stopping: finishing messages in flight" in_flight=1`)
+				})
 				cmds[owner].Process.Signal(tc.sig)
 			}
 			if twice {
@@ -394,7 +380,7 @@ func TestWorkSIGTERMHandsOver(t *testing.T) {
 			if !twice && !strings.Contains(stderrs[owner].String(), "stopped:") {
 				t.Errorf("no stop log; stderr:\n%s", stderrs[owner])
 			}
-			waitForCond(t, "both messages done by the other", 10*time.Second, func() bool {
+			testutil.WaitFor(t, "both messages done by the other", 10*time.Second, func() bool {
 				for _, c := range rec.snapshot() {
 					if c.instance == other && c.seq == 2 {
 						return true
@@ -478,7 +464,7 @@ esac
 		}
 	}
 	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "sh "+script, "--instance", "inst-1")
-	waitForCond(t, "seq 3 attempt 2", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "seq 3 attempt 2", 20*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(dir, "3.2.env"))
 		return err == nil
 	})
@@ -563,7 +549,7 @@ func TestWorkHTTPContract(t *testing.T) {
 		}
 	}
 	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--http", srv.URL+"/msg", "--instance", "h1")
-	waitForCond(t, "busy retried", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "busy retried", 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got["busy"]) == 2
@@ -603,7 +589,7 @@ func TestWorkMaxProcessTime(t *testing.T) {
 	natstest.Publish(t, js, subject)
 	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--max-process-time", "700ms",
 		"--exec", `if [ "$LANES_ATTEMPT" = 1 ]; then sleep 30 & echo $! > "$OUT/pid"; wait; fi; touch "$OUT/done"`)
-	waitForCond(t, "the retry", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "the retry", 20*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(dir, "done"))
 		return err == nil
 	})
@@ -630,7 +616,7 @@ func TestWorkMetricsAndStatus(t *testing.T) {
 	ln.Close()
 	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "true", "--metrics", addr, "--status-every", "200ms", "--log-format", "json")
 	var body string
-	waitForCond(t, "3 processed in the metrics", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "3 processed in the metrics", 20*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return false
@@ -653,7 +639,7 @@ func TestWorkMetricsAndStatus(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	waitForCond(t, "a status line", 5*time.Second, func() bool { return strings.Contains(r.err.String(), `"msg":"status"`) })
+	testutil.WaitFor(t, "a status line", 5*time.Second, func() bool { return strings.Contains(r.err.String(), `"msg":"status"`) })
 	r.stop(t)
 	for _, line := range strings.Split(strings.TrimSpace(r.err.String()), "\n") {
 		if !strings.HasPrefix(line, "{") {
@@ -668,6 +654,9 @@ func TestWorkMetricsAndStatus(t *testing.T) {
 // old ones drain and are dropped; every message is processed once, each
 // key in order across the change.
 func TestWorkRepartitionUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a repartition under a steady load, 2s and more")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	p := applyDesign(t, url, "--partitions", "4")
@@ -679,7 +668,7 @@ func TestWorkRepartitionUnderLoad(t *testing.T) {
 		children = append(children, cmd)
 	}
 	pub := startPublisher(t, js, p, 32, time.Millisecond)
-	waitForCond(t, "both serving", 20*time.Second, func() bool { return len(instancesServing(rec.snapshot(), time.Time{})) == 2 })
+	testutil.WaitFor(t, "both serving", 20*time.Second, func() bool { return len(instancesServing(rec.snapshot(), time.Time{})) == 2 })
 	time.Sleep(300 * time.Millisecond)
 	code, out, errs := lanes(t, "apply", "--yes", "-f", "../examples/seed/lanes.yaml", "--server", url, "--partitions", "8")
 	if code != 0 {
@@ -688,7 +677,7 @@ func TestWorkRepartitionUnderLoad(t *testing.T) {
 	applied := time.Now()
 	time.Sleep(time.Second)
 	n := pub.finish()
-	waitForCond(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
+	testutil.WaitFor(t, fmt.Sprintf("%d messages", n), 30*time.Second, func() bool { return rec.distinct() >= n })
 	calls := rec.snapshot()
 	checkWorkCalls(t, calls, n, "")
 	for _, c := range calls {
@@ -737,7 +726,7 @@ func TestWorkKillLeavesNoHandler(t *testing.T) {
 	cmd, stderr := startLanes(t, "work", "--stream", "ORDERS", "-s", url, "--instance", "k1",
 		"--exec", `sleep 300 & echo $! > "$OUT/$LANES_SEQ.child"; read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > "$OUT/$LANES_SEQ.group"; wait`)
 	var groups []int
-	waitForCond(t, "both handlers running", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "both handlers running", 20*time.Second, func() bool {
 		groups = groups[:0]
 		for seq := 1; seq <= 2; seq++ {
 			for _, f := range []string{"child", "group"} {
@@ -763,7 +752,7 @@ func TestWorkKillLeavesNoHandler(t *testing.T) {
 	cmd.Process.Kill()
 	waitExit(t, cmd, 5*time.Second)
 	killed := time.Now()
-	waitForCond(t, "the handlers' process groups gone", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the handlers' process groups gone", 5*time.Second, func() bool {
 		for _, g := range groups {
 			if len(groupMembers(g)) > 0 {
 				return false
@@ -814,6 +803,9 @@ func groupMembers(pgid int) []int {
 // metrics, and once the handler can run the message is processed and the
 // end of the outage logged.
 func TestWorkHandlerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: outages retried after growing delays, 3s")
+	}
 	cleanEnv(t)
 	url := natstest.Start(t).URL()
 	applyDesign(t, url, "--partitions", "1")
@@ -837,6 +829,16 @@ func TestWorkHandlerOutage(t *testing.T) {
 		}
 	}
 	_ = nc
+	// waitRetried waits until the handler was tried again and could still
+	// not run (lanes work --verbose says so): with --park-after 1 a failure
+	// would have parked the message at the first try, so nothing parked
+	// after a second one shows that an outage is no failure.
+	waitRetried := func(t *testing.T, stderr *testutil.Buffer) {
+		t.Helper()
+		testutil.WaitFor(t, "a second try that could not run", 20*time.Second, func() bool {
+			return strings.Contains(stderr.String(), `msg="the handler still cannot run" lane=orders-n1-00 tries=2`)
+		})
+	}
 
 	t.Run("exec program missing", func(t *testing.T) {
 		bin := t.TempDir()
@@ -844,10 +846,10 @@ func TestWorkHandlerOutage(t *testing.T) {
 		t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		t.Setenv("OUT", out)
 		// cd first: the program is looked for only by the shell, at run time
-		cmd, stderr := startLanesLive(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms")...)
+		cmd, stderr := startLanes(t, append(park, "--instance", "x1", "--exec", "cd . && lanes-outage-handler", "--status-every", "300ms", "--verbose")...)
 		publish(t, "e1")
-		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
-		waitForCond(t, "the outage in the status line", 5*time.Second, func() bool {
+		testutil.WaitFor(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		testutil.WaitFor(t, "the outage in the status line", 5*time.Second, func() bool {
 			return strings.Contains(stderr.String(), "handler_outage_lanes=1") && strings.Contains(stderr.String(), `handler_outage="the handler could not run: exit 127`)
 		})
 		outageFinding := func() bool {
@@ -855,19 +857,19 @@ func TestWorkHandlerOutage(t *testing.T) {
 			var d servingDoc
 			return code == commands.ExitThreshold && json.Unmarshal([]byte(out), &d) == nil && d.codes()["handler_outage"] == 1
 		}
-		waitForCond(t, "inspect to report the outage", 20*time.Second, outageFinding)
-		time.Sleep(1500 * time.Millisecond) // tries go on meanwhile
+		testutil.WaitFor(t, "inspect to report the outage", 20*time.Second, outageFinding)
+		waitRetried(t, stderr)
 		noneParked(t)
 		os.WriteFile(filepath.Join(bin, "lanes-outage-handler"), []byte("#!/bin/sh\necho \"$LANES_SEQ $LANES_ATTEMPT\" >> \"$OUT/done\"\n"), 0o755)
-		waitForCond(t, "the message processed", 20*time.Second, func() bool {
+		testutil.WaitFor(t, "the message processed", 20*time.Second, func() bool {
 			b, _ := os.ReadFile(filepath.Join(out, "done"))
 			return len(b) > 0
 		})
 		if got := string(mustRead(t, filepath.Join(out, "done"))); got != "1 1\n" {
 			t.Errorf("the handler ran as %q, want seq 1, attempt 1: the message was redelivered", got)
 		}
-		waitForCond(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
-		waitForCond(t, "inspect to see the outage over", 10*time.Second, func() bool { return !outageFinding() })
+		testutil.WaitFor(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
+		testutil.WaitFor(t, "inspect to see the outage over", 10*time.Second, func() bool { return !outageFinding() })
 		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
 			t.Errorf("exit %d", code)
 		}
@@ -884,11 +886,11 @@ func TestWorkHandlerOutage(t *testing.T) {
 		mln, _ := net.Listen("tcp", "127.0.0.1:0")
 		metrics := mln.Addr().String()
 		mln.Close()
-		cmd, stderr := startLanesLive(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
+		cmd, stderr := startLanes(t, append(park, "--instance", "h1", "--http", "http://"+addr+"/msg", "--metrics", metrics)...)
 		publish(t, "h1")
-		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		testutil.WaitFor(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		var body string
-		waitForCond(t, "the outage in the metrics", 10*time.Second, func() bool {
+		testutil.WaitFor(t, "the outage in the metrics", 10*time.Second, func() bool {
 			resp, err := http.Get("http://" + metrics + "/metrics")
 			if err != nil {
 				return false
@@ -912,12 +914,12 @@ func TestWorkHandlerOutage(t *testing.T) {
 		}
 		go srv.Serve(ln)
 		defer srv.Close()
-		waitForCond(t, "the message processed", 20*time.Second, func() bool {
+		testutil.WaitFor(t, "the message processed", 20*time.Second, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(attempts) > 0
 		})
-		waitForCond(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
+		testutil.WaitFor(t, "the outage's end logged", 10*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage over") })
 		mu.Lock()
 		if len(attempts) != 1 || attempts[0] != "1" {
 			t.Errorf("attempts %v, want one, attempt 1", attempts)
@@ -930,15 +932,15 @@ func TestWorkHandlerOutage(t *testing.T) {
 	})
 
 	t.Run("stdout closed", func(t *testing.T) {
-		start := func(name string) (*exec.Cmd, *syncBuffer, *os.File) {
+		start := func(name string) (*exec.Cmd, *testutil.Buffer, *os.File) {
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
 			}
-			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ"))
+			argv, _ := json.Marshal(append(park, "--instance", name, "--exec", "echo handled $LANES_SEQ", "--verbose"))
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-			var stderr syncBuffer
+			var stderr testutil.Buffer
 			cmd.Stdout, cmd.Stderr = w, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -955,36 +957,20 @@ func TestWorkHandlerOutage(t *testing.T) {
 		}
 		// closed while running: the message waits, nothing is parked
 		cmd, stderr, r = start("s1")
-		waitForCond(t, "joined", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "rebalanced") })
+		testutil.WaitFor(t, "joined", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "rebalanced") })
 		r.Close()
 		publish(t, "s1")
-		waitForCond(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
+		testutil.WaitFor(t, "the outage logged", 20*time.Second, func() bool { return strings.Contains(stderr.String(), "handler outage:") })
 		if !strings.Contains(stderr.String(), "stdout is closed") {
 			t.Errorf("the outage does not say why:\n%s", stderr)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		waitRetried(t, stderr)
 		noneParked(t)
 		if code := stopChild(t, cmd, syscall.SIGTERM, 20*time.Second); code != 0 {
 			t.Errorf("exit %d, want 0 (the message handed back); stderr:\n%s", code, stderr)
 		}
 		noneParked(t)
 	})
-}
-
-// startLanesLive is startLanes with a stderr the test may read while the
-// child runs.
-func startLanesLive(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
-	t.Helper()
-	argv, _ := json.Marshal(args)
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "LANES_ARGS="+string(argv))
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd, &stderr
 }
 
 // TestWorkClosedStderr: lanes work whose stderr is a pipe that closed
@@ -1028,6 +1014,9 @@ func TestWorkClosedStderr(t *testing.T) {
 // the grace period failed; with the server gone, leaving the membership
 // failed and the acks were not confirmed.
 func TestWorkStopSaysWhatHappened(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: stops that fail during the grace or lose the server, 10s")
+	}
 	cleanEnv(t)
 	t.Run("a message fails during the grace", func(t *testing.T) {
 		url := natstest.Start(t).URL()
@@ -1038,7 +1027,7 @@ func TestWorkStopSaysWhatHappened(t *testing.T) {
 		subject, _ := p.SubjectForKey("alice")
 		natstest.Publish(t, js, subject)
 		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", `touch "$OUT/started"; sleep 1; exit 3`)
-		waitForCond(t, "the handler running", 20*time.Second, func() bool {
+		testutil.WaitFor(t, "the handler running", 20*time.Second, func() bool {
 			_, err := os.Stat(filepath.Join(dir, "started"))
 			return err == nil
 		})
@@ -1061,7 +1050,7 @@ func TestWorkStopSaysWhatHappened(t *testing.T) {
 		subject, _ := p.SubjectForKey("alice")
 		natstest.Publish(t, js, subject)
 		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--timeout", "1s", "--exec", `touch "$OUT/started"; sleep 1`)
-		waitForCond(t, "the handler running", 20*time.Second, func() bool {
+		testutil.WaitFor(t, "the handler running", 20*time.Second, func() bool {
 			_, err := os.Stat(filepath.Join(dir, "started"))
 			return err == nil
 		})
@@ -1078,7 +1067,7 @@ func TestWorkStopSaysWhatHappened(t *testing.T) {
 		url := natstest.Start(t).URL()
 		applyDesign(t, url, "--partitions", "1")
 		r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "true")
-		waitForCond(t, "serving", 20*time.Second, func() bool { return strings.Contains(r.err.String(), "rebalanced") })
+		testutil.WaitFor(t, "serving", 20*time.Second, func() bool { return strings.Contains(r.err.String(), "rebalanced") })
 		if code := r.stop(t); code != 0 {
 			t.Errorf("exit %d", code)
 		}
@@ -1105,7 +1094,7 @@ func TestWorkNoSuchDesign(t *testing.T) {
 	url := natstest.Start(t).URL()
 	applyDesign(t, url, "--partitions", "2")
 	r := startWorkInProcess(t, "--stream", "ORDERS", "--name", "nosuch", "-s", url, "--exec", "true")
-	waitForCond(t, "the warning, and the join", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "the warning, and the join", 20*time.Second, func() bool {
 		return strings.Contains(r.err.String(), "no lanes of design nosuch on stream ORDERS") && strings.Contains(r.err.String(), "orders (2 lanes)") &&
 			strings.Contains(r.err.String(), "in the membership") // a stop before it is an interrupted start (exit 130)
 	})

@@ -11,16 +11,18 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
 // TestFreshApplyThenNoop: a fresh apply creates the stream and every lane
 // as planned; a second apply finds nothing to do and sends no write.
 func TestFreshApplyThenNoop(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	log := watchAPI(t, srv.URL())
-	p := mustPlan(t, design(8))
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 
 	d, res := apply(t, c, p, converge.Options{})
 	if !d.Pending() || !res.StreamCreated || res.Created != 8 {
@@ -59,15 +61,16 @@ func TestFreshApplyThenNoop(t *testing.T) {
 
 // TestDryRunChangesNothing: Compare alone reads and never writes.
 func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	log := watchAPI(t, srv.URL())
-	p := mustPlan(t, design(4))
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	apply(t, c, p, converge.Options{})
 
-	changed := design(4)
+	changed := testutil.Seed(4)
 	changed.Lane.AckWait = planner.Duration(time.Minute)
-	p2 := mustPlan(t, changed)
+	p2 := testutil.PlanDesign(t, changed)
 	log.since(t, c.NC)
 	d, err := converge.Compare(context.Background(), c, p2, converge.Options{})
 	if err != nil {
@@ -92,10 +95,11 @@ func TestDryRunChangesNothing(t *testing.T) {
 // TestUpdateKeepsWhatDesignDoesNotDecide: an update changes the design's
 // fields and leaves other settings and other tools' metadata alone.
 func TestUpdateKeepsWhatDesignDoesNotDecide(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, design(2))
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	apply(t, c, p, converge.Options{})
 	ctx := context.Background()
 	name := p.Consumers[0].Durable
@@ -109,9 +113,9 @@ func TestUpdateKeepsWhatDesignDoesNotDecide(t *testing.T) {
 	if d.Pending() {
 		t.Fatalf("settings outside the design must not show as changes: %+v", d.Lanes[0].Changes)
 	}
-	changed := design(2)
+	changed := testutil.Seed(2)
 	changed.Lane.MaxDeliver = 5
-	apply(t, c, mustPlan(t, changed), converge.Options{})
+	apply(t, c, testutil.PlanDesign(t, changed), converge.Options{})
 	got := consumerInfo(t, js, p.Stream.Name, name).Config
 	if got.MaxDeliver != 5 || got.InactiveThreshold != time.Hour || got.Metadata["team"] != "payments" {
 		t.Fatalf("update lost settings: max_deliver=%d inactive=%s metadata=%v", got.MaxDeliver, got.InactiveThreshold, got.Metadata)
@@ -121,18 +125,19 @@ func TestUpdateKeepsWhatDesignDoesNotDecide(t *testing.T) {
 // TestImmutableChangeRefused: a change the server forbids is refused with
 // the field named, and nothing at all is changed, not even mutable fields.
 func TestImmutableChangeRefused(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	log := watchAPI(t, srv.URL())
-	p := mustPlan(t, design(3))
+	p := testutil.PlanDesign(t, testutil.Seed(3))
 	apply(t, c, p, converge.Options{})
 
-	changed := design(3)
+	changed := testutil.Seed(3)
 	changed.Lane.MaxWaiting = 64       // immutable
 	changed.Lane.MaxDeliver = 9        // mutable, must not be applied either
 	changed.Stream.MaxConsumers = 4000 // a stream change, must not be applied either
 	log.since(t, c.NC)
-	d, res, err := converge.Apply(context.Background(), c, mustPlan(t, changed), converge.Options{})
+	d, res, err := converge.Apply(context.Background(), c, testutil.PlanDesign(t, changed), converge.Options{})
 	var refused *converge.RefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("want a refusal, got %v", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -26,9 +27,9 @@ import (
 const benchLanes = 1024
 
 func benchPlan(b *testing.B, i int) *planner.Plan {
-	d := design(benchLanes)
+	d := testutil.Seed(benchLanes)
 	d.Stream.Name = fmt.Sprintf("BENCH_%d", i)
-	return mustPlan(b, d)
+	return testutil.PlanDesign(b, d)
 }
 
 func BenchmarkApplyFresh1024(b *testing.B) { benchFresh(b, converge.DefaultConcurrency) }

@@ -10,6 +10,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -29,12 +30,15 @@ func openCluster(t *testing.T, urls string) *connect.Conn {
 // transform (see replicatedSwitchRisk), done with --force once the
 // publisher stopped, with workers running and per-key order checked.
 func TestClusterApplyAndRepartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster")
+	}
 	cl := natstest.StartCluster(t, 3)
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
-	d3 := design(3)
+	d3 := testutil.Seed(3)
 	d3.Stream.Replicas = 3
-	p3 := mustPlan(t, d3)
+	p3 := testutil.PlanDesign(t, d3)
 	_, res := apply(t, c, p3, converge.Options{})
 	if !res.StreamCreated || res.Created != 3 {
 		t.Fatalf("fresh apply %+v", res)
@@ -58,9 +62,9 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 	oc.publish(500)
 	oc.watchLanes()
 	stop := oc.publishInBackground()
-	d5 := design(5)
+	d5 := testutil.Seed(5)
 	d5.Stream.Replicas = 3
-	p5 := mustPlan(t, d5)
+	p5 := testutil.PlanDesign(t, d5)
 	_, _, err := converge.Apply(context.Background(), c, p5, converge.Options{})
 	var refused *converge.RefusedError
 	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "3 replicas") {
@@ -73,7 +77,7 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 	}
 	stop = oc.publishInBackground() // and starts them again
 	from := oc.processed()
-	eventually(t, 30*time.Second, "new lanes to process new messages", func() bool { return oc.processed() > from+200 })
+	testutil.WaitFor(t, "new lanes to process new messages", 30*time.Second, func() bool { return oc.processed() > from+200 })
 	stop()
 	oc.waitAllProcessed(60 * time.Second)
 	oc.assertInOrder()
@@ -83,14 +87,17 @@ func TestClusterApplyAndRepartition(t *testing.T) {
 // (applied where a message enters, before the stream), a replicated
 // stream repartitions while publishers keep publishing, order intact.
 func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster under load")
+	}
 	cl := natstest.StartCluster(t, 3)
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
 	account := func(n int) *planner.Plan {
-		d := design(n)
+		d := testutil.Seed(n)
 		d.Stream.Replicas = 3
 		d.Mapping = planner.MappingAccount
-		return mustPlan(t, d)
+		return testutil.PlanDesign(t, d)
 	}
 	install := func(p *planner.Plan) { // the operator's step, on every server
 		for _, s := range cl.Servers {
@@ -126,11 +133,14 @@ func TestClusterAccountRepartitionUnderLoad(t *testing.T) {
 // as unavailable (exit incomplete) within its deadlines, changes the
 // others, and never creates a duplicate of a lane it could not see.
 func TestClusterUnavailableLaneReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster losing a node")
+	}
 	cl := natstest.StartCluster(t, 3)
-	d := design(8)
+	d := testutil.Seed(8)
 	d.Stream.Replicas = 3
 	d.Lane.Replicas = 1
-	p := mustPlan(t, d)
+	p := testutil.PlanDesign(t, d)
 	apply(t, openCluster(t, cl.URLs()), p, converge.Options{})
 
 	_, js := natstest.Connect(t, cl.URLs())
@@ -160,7 +170,7 @@ func TestClusterUnavailableLaneReported(t *testing.T) {
 	// Right after the stop the stream may still be electing a leader: retry
 	// the whole apply as an operator would, each attempt bounded.
 	for attempt := 0; attempt < 5; attempt++ {
-		diff, res, err = converge.Apply(context.Background(), c, mustPlan(t, changed), converge.Options{})
+		diff, res, err = converge.Apply(context.Background(), c, testutil.PlanDesign(t, changed), converge.Options{})
 		var inc *converge.IncompleteError
 		if errors.As(err, &inc) {
 			break
@@ -191,26 +201,29 @@ func TestClusterUnavailableLaneReported(t *testing.T) {
 // nothing yet must be recreated at its start, not at sequence 1: that
 // would deliver every message its subjects ever held again.
 func TestClusterRecreateOfALaneThatAckedNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster")
+	}
 	cl := natstest.StartCluster(t, 3)
 	c := openCluster(t, cl.URLs())
 	_, js := natstest.Connect(t, cl.URLs())
-	d := design(2)
+	d := testutil.Seed(2)
 	d.Stream.Replicas = 3
-	apply(t, c, mustPlan(t, d), converge.Options{})
+	apply(t, c, testutil.PlanDesign(t, d), converge.Options{})
 	oc := newOrderCheck(t, js, "ORDERS", "orders", 10)
 	oc.publish(40) // stored under n2, processed below
 	oc.watchLanes()
 	oc.waitAllProcessed(30 * time.Second)
 
 	d.Partitions = 3
-	apply(t, c, mustPlan(t, d), converge.Options{Force: true, DrainTimeout: time.Minute}) // no publisher runs: --force
-	lane := mustPlan(t, d).Consumers[0].Durable
+	apply(t, c, testutil.PlanDesign(t, d), converge.Options{Force: true, DrainTimeout: time.Minute}) // no publisher runs: --force
+	lane := testutil.PlanDesign(t, d).Consumers[0].Durable
 	start := consumerInfo(t, js, "ORDERS", lane).Config.OptStartSeq
 	if start < 41 {
 		t.Fatalf("the n3 lanes start at %d, want after the 40 n2 messages", start)
 	}
 	d.Lane.MaxWaiting = 64
-	_, res := apply(t, c, mustPlan(t, d), converge.Options{Recreate: true})
+	_, res := apply(t, c, testutil.PlanDesign(t, d), converge.Options{Recreate: true})
 	for _, r := range res.Recreated {
 		if r.Position.StartSeq < start {
 			t.Fatalf("%s recreated at %d, before its start %d: it would deliver old messages again", r.Lane, r.Position.StartSeq, start)

@@ -7,25 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
 
 // Compute is pure: these tests give it hand-made live states and check the
 // decisions, in particular the repartition state machine.
-
-func plan(t *testing.T, n int, mut ...func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	d := planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: n}
-	for _, m := range mut {
-		m(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // world is a live state under construction.
 type world struct {
@@ -101,7 +89,7 @@ func wantCounts(t *testing.T, d *Diff, want map[Action]int) {
 }
 
 func TestComputeFreshAndNoop(t *testing.T) {
-	p := plan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	d := Compute(p, &Live{Consumers: jsapi.Empty()}, Options{})
 	wantCounts(t, d, map[Action]int{ActionCreate: 4})
 	if d.Stream.Action != ActionCreate || !d.Pending() {
@@ -115,7 +103,7 @@ func TestComputeFreshAndNoop(t *testing.T) {
 }
 
 func TestComputeRepartitionStates(t *testing.T) {
-	p4, p6, p8 := plan(t, 4), plan(t, 6), plan(t, 8)
+	p4, p6, p8 := testutil.PlanDesign(t, testutil.Seed(4)), testutil.PlanDesign(t, testutil.Seed(6)), testutil.PlanDesign(t, testutil.Seed(8))
 
 	t.Run("start", func(t *testing.T) {
 		d := Compute(p6, newWorld(t, p4).lanes(p4).live, Options{})
@@ -194,7 +182,7 @@ func TestComputeRepartitionStates(t *testing.T) {
 
 func TestComputeAccountRepartition(t *testing.T) {
 	acct := func(d *planner.Design) { d.Mapping = planner.MappingAccount }
-	p4, p6 := plan(t, 4, acct), plan(t, 6, acct)
+	p4, p6 := testutil.PlanDesign(t, testutil.Seed(4), acct), testutil.PlanDesign(t, testutil.Seed(6), acct)
 	w := newWorld(t, p4).lanes(p4)
 	d := Compute(p6, w.live, Options{})
 	wantCounts(t, d, map[Action]int{ActionCreate: 6, ActionDrain: 4})
@@ -214,7 +202,7 @@ func TestComputeAccountRepartition(t *testing.T) {
 }
 
 func TestComputePrune(t *testing.T) {
-	p := plan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorld(t, p).transform(p).lanes(p)
 	extra := w.lane(p, 0)
 	extra.Name, extra.Config.Durable = "orders-spare", "orders-spare"
@@ -229,7 +217,7 @@ func TestComputePrune(t *testing.T) {
 }
 
 func TestComputeMatching(t *testing.T) {
-	p := plan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	t.Run("a lane found by its tags keeps its name", func(t *testing.T) {
 		w := newWorld(t, p).transform(p)
 		w.lane(p, 0)
@@ -268,9 +256,9 @@ func TestComputeMatching(t *testing.T) {
 }
 
 func TestComputeChangesThatStrandMessages(t *testing.T) {
-	p := plan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	t.Run("same count, other mapping: refused unless --force", func(t *testing.T) {
-		prefixed := plan(t, 4, func(d *planner.Design) { d.Prefix = "lanes" })
+		prefixed := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Prefix = "lanes" })
 		w := newWorld(t, p).transform(p).lanes(p)
 		d := Compute(prefixed, w.live, Options{})
 		if !d.Refused() || !strings.Contains(strings.Join(d.Refusals, " "), "same 4 partitions") {
@@ -286,14 +274,14 @@ func TestComputeChangesThatStrandMessages(t *testing.T) {
 		two := func(keys ...int) func(d *planner.Design) {
 			return func(d *planner.Design) { d.Subject = "devices.*.*"; d.KeyTokens = keys }
 		}
-		p1, p12 := plan(t, 4, two(1)), plan(t, 4, two(1, 2))
+		p1, p12 := testutil.PlanDesign(t, testutil.Seed(4), two(1)), testutil.PlanDesign(t, testutil.Seed(4), two(1, 2))
 		d := Compute(p12, newWorld(t, p1).transform(p1).lanes(p1).live, Options{})
 		if r := strings.Join(d.Refusals, " "); !strings.Contains(r, "keys would move") {
 			t.Fatalf("a change of the partition function must say keys move: %v", d.Refusals)
 		}
 	})
 	t.Run("filter change with a backlog: refused unless --force", func(t *testing.T) {
-		prefixed := plan(t, 4, func(d *planner.Design) { d.Prefix = "lanes" })
+		prefixed := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Prefix = "lanes" })
 		w := newWorld(t, p).transform(p).lanes(p, withBacklog(5))
 		d := Compute(prefixed, w.live, Options{Force: true})
 		if d.Refused() || d.Lanes[0].Action != ActionUpdate {
@@ -307,7 +295,7 @@ func TestComputeChangesThatStrandMessages(t *testing.T) {
 }
 
 func TestComputeRecreateRecords(t *testing.T) {
-	p := plan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	record := func(w *world, start string) {
 		ph := w.lane(p, 0)
 		ph.Name = placeholderName(p.Consumers[0].Durable)
@@ -330,7 +318,7 @@ func TestComputeRecreateRecords(t *testing.T) {
 
 // TestComputeGenerationStart: where new lanes start, from live state only.
 func TestComputeGenerationStart(t *testing.T) {
-	p4, p6 := plan(t, 4), plan(t, 6)
+	p4, p6 := testutil.PlanDesign(t, testutil.Seed(4)), testutil.PlanDesign(t, testutil.Seed(6))
 	startOf := func(d *Diff) uint64 {
 		for _, l := range d.Lanes {
 			if l.Action == ActionCreate {
@@ -357,8 +345,8 @@ func TestComputeGenerationStart(t *testing.T) {
 		}
 	})
 	t.Run("return to a retired count, account mapping: after its retirement", func(t *testing.T) {
-		a4 := plan(t, 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
-		a6 := plan(t, 6, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		a4 := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+		a6 := testutil.PlanDesign(t, testutil.Seed(6), func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 		w := newWorld(t, a6).lanes(a6)
 		w.live.Stream.LastSeq = 900
 		w.live.Stream.Metadata = map[string]string{planner.GenerationKey("orders", 4): planner.GenerationRecord{Subjects: "x", RetiredSeq: 300, State: planner.GenerationRetired}.String()}
@@ -439,7 +427,7 @@ func TestSubjectCovers(t *testing.T) {
 // stream repartitions as before.
 func TestComputeDesignsSharingAStream(t *testing.T) {
 	named := func(name string, n int) *planner.Plan {
-		return plan(t, n, func(d *planner.Design) { d.Name = name; d.Stream.Name = "ORDERS" })
+		return testutil.PlanDesign(t, testutil.Seed(n), func(d *planner.Design) { d.Name = name; d.Stream.Name = "ORDERS" })
 	}
 	orders8, audit8, billing4, orders16 := named("orders", 8), named("audit", 8), named("billing", 4), named("orders", 16)
 	shared := func() *world { return newWorld(t, orders8).transform(orders8).lanes(orders8).lanes(audit8) }
@@ -503,7 +491,7 @@ func TestComputeDesignsSharingAStream(t *testing.T) {
 // its partition holds messages, unless told where it restarts (issue
 // 15.11); a design applied for the first time keeps creating its lanes.
 func TestComputeMissingLane(t *testing.T) {
-	p := plan(t, 8)
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 	const gone = 3
 	filter := p.Consumers[gone].FilterSubject
 	// running is the generation with lane 3 deleted; stored counts are
@@ -649,7 +637,7 @@ func TestComputeMissingLane(t *testing.T) {
 		}
 	})
 	t.Run("a repartition's held new lanes are not missing lanes", func(t *testing.T) {
-		p4 := plan(t, 4)
+		p4 := testutil.PlanDesign(t, testutil.Seed(4))
 		w := newWorld(t, p4).transform(p4).lanes(p4)
 		for i := range p.Consumers {
 			if i != gone {

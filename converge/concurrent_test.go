@@ -7,6 +7,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestStreamUpdateKeepsOthersChanges: apply decides to raise
@@ -15,15 +16,16 @@ import (
 // update must start from the stream as it is when sent and change only
 // max_consumers.
 func TestStreamUpdateKeepsOthersChanges(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, design(4))
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	apply(t, c, p, converge.Options{})
 
-	more := design(4)
+	more := testutil.Seed(4)
 	more.Stream.MaxConsumers = 2000
-	d, err := converge.Compare(context.Background(), c, mustPlan(t, more), converge.Options{})
+	d, err := converge.Compare(context.Background(), c, testutil.PlanDesign(t, more), converge.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -17,16 +18,18 @@ import (
 // earlier lanes processed; a new lane of that generation must start after
 // them: nothing is delivered twice, nothing is skipped.
 func TestReturnToEarlierCountDoesNotReplay(t *testing.T) {
+	t.Parallel()
 	for _, mapping := range []string{planner.MappingStream, planner.MappingAccount} {
 		t.Run(mapping, func(t *testing.T) {
+			t.Parallel()
 			srv := natstest.Start(t)
 			c := open(t, srv.URL())
 			_, js := natstest.Connect(t, srv.URL())
 			var oc *orderCheck
 			for i, n := range []int{4, 6, 4, 3, 4} {
-				d := design(n)
+				d := testutil.Seed(n)
 				d.Mapping = mapping
-				p := mustPlan(t, d)
+				p := testutil.PlanDesign(t, d)
 				if i == 0 {
 					if mapping == planner.MappingAccount {
 						if err := srv.GlobalAccount().AddMapping(p.Mapping.Source, p.Mapping.Destination); err != nil {
@@ -43,7 +46,7 @@ func TestReturnToEarlierCountDoesNotReplay(t *testing.T) {
 				oc.waitAllProcessed(30 * time.Second)
 				oc.assertInOrder()
 			}
-			if d, _ := apply(t, c, mustPlan(t, func() planner.Design { d := design(4); d.Mapping = mapping; return d }()), converge.Options{}); d.Pending() {
+			if d, _ := apply(t, c, testutil.PlanDesign(t, func() planner.Design { d := testutil.Seed(4); d.Mapping = mapping; return d }()), converge.Options{}); d.Pending() {
 				t.Fatalf("after the round trip apply still has work: %+v", d.Counts())
 			}
 		})

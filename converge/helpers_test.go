@@ -17,20 +17,6 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 )
 
-// design is the seed case with a test-sized partition count.
-func design(partitions int) planner.Design {
-	return planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: partitions}
-}
-
-func mustPlan(t testing.TB, d planner.Design) *planner.Plan {
-	t.Helper()
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func open(t testing.TB, url string) *connect.Conn {
 	t.Helper()
 	c, err := connect.Open(context.Background(), connect.Options{Server: url, Timeout: 5 * time.Second})
@@ -161,17 +147,5 @@ func consumerInfo(t testing.TB, js jetstream.JetStream, stream, name string) *je
 		if !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
 			t.Fatalf("consumer %s: %v", name, err)
 		}
-	}
-}
-
-// eventually polls cond until it holds or the time is up.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -64,9 +65,13 @@ func assertConverged(t *testing.T, url string, p *planner.Plan) {
 // TestInterruptedCreateConverges cancels apply mid-way through creating
 // 200 lanes (Ctrl-C), then re-runs it.
 func TestInterruptedCreateConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (apply interrupted mid-create, then run again)")
+	}
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
-	p := mustPlan(t, design(200))
+	p := testutil.PlanDesign(t, testutil.Seed(200))
 	ctx, cancel := context.WithCancel(context.Background())
 	onRequests(t, srv.URL(), "CONSUMER.CREATE", 50, cancel)
 	t0 := time.Now()
@@ -92,8 +97,11 @@ func TestInterruptedCreateConverges(t *testing.T) {
 // creates lanes; the apply fails (deadline or lost connection) and the
 // next one converges, with every lane created before the restart kept.
 func TestServerRestartMidApplyConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server restarts mid-apply)")
+	}
 	srv := natstest.Start(t)
-	p := mustPlan(t, design(300))
+	p := testutil.PlanDesign(t, testutil.Seed(300))
 	c := open(t, srv.URL())
 	restarted := make(chan struct{})
 	onRequests(t, srv.URL(), "CONSUMER.CREATE", 100, func() {
@@ -115,15 +123,18 @@ func TestServerRestartMidApplyConverges(t *testing.T) {
 // while it waits for the drain. The re-run finishes with per-key order
 // intact and nothing lost.
 func TestRepartitionInterruptedAndRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (a repartition interrupted, the server restarted)")
+	}
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p3 := mustPlan(t, design(3))
+	p3 := testutil.PlanDesign(t, testutil.Seed(3))
 	apply(t, c, p3, converge.Options{})
 	oc := newOrderCheck(t, js, p3.Stream.Name, "orders", 20)
 	oc.publish(300)
 
-	p24 := mustPlan(t, design(24))
+	p24 := testutil.PlanDesign(t, testutil.Seed(24))
 	ctx, cancel := context.WithCancel(context.Background())
 	onRequests(t, srv.URL(), "CONSUMER.CREATE.ORDERS.orders-n24", 2, cancel)
 	_, _, err := converge.Apply(ctx, c, p24, converge.Options{Concurrency: 1})

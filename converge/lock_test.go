@@ -25,6 +25,7 @@ func owner(design string) converge.LockOwner {
 // once, naming the holder; another stream is not locked; after the
 // release the lock is free again.
 func TestLockOneAtATime(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	ctx := context.Background()
@@ -62,6 +63,7 @@ func TestLockOneAtATime(t *testing.T) {
 // TestLockWaitsForTheHolder: with a wait, the second apply gets the lock
 // as soon as the first releases it.
 func TestLockWaitsForTheHolder(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	ctx := context.Background()
@@ -85,6 +87,10 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 // renewing it; one that stops renewing (killed) loses it after the TTL,
 // and learns so if it comes back.
 func TestLockRenewedAndExpires(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: locks let live and expire over 2.5 TTLs, 4s")
+	}
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	ctx := context.Background()
@@ -93,7 +99,24 @@ func TestLockRenewedAndExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kv, err := c.JS.KeyValue(ctx, converge.LockBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision := func() uint64 {
+		e, err := kv.Get(ctx, "stream.ORDERS")
+		if err != nil {
+			t.Fatalf("the lock's key: %v", err)
+		}
+		return e.Revision()
+	}
+	taken := revision()
 	time.Sleep(2500 * time.Millisecond) // two and a half TTLs
+	// Renewed, not merely not expired yet (the server expires a key up to
+	// 1.25s after its TTL, later when loaded): each renewal writes the key.
+	if renewed := revision(); renewed < taken+2 {
+		t.Fatalf("the lock's key was written %d times in 2.5 TTLs: not renewed every third of its TTL", renewed-taken)
+	}
 	if _, err := converge.AcquireLock(ctx, c, "ORDERS", owner("orders"), converge.LockOptions{}); !errors.As(err, new(*converge.LockedError)) {
 		t.Fatalf("a renewed lock must still be held after 2.5 TTLs: %v", err)
 	}
@@ -120,6 +143,7 @@ func TestLockRenewedAndExpires(t *testing.T) {
 // TestLockLost: a holder whose lock was taken over (it expired while the
 // holder was cut off) learns at its next renewal and is told to stop.
 func TestLockLost(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	ctx := context.Background()
@@ -154,6 +178,7 @@ func TestLockLost(t *testing.T) {
 // TestLockOfAKilledApplyIsTakenOver: a holder on this host whose process
 // is gone (kill -9) does not make the next apply wait for its TTL.
 func TestLockOfAKilledApplyIsTakenOver(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("process and pid namespace checks are Linux only")
 	}

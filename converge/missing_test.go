@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -23,10 +24,11 @@ import (
 // delivers exactly the messages after it. The records are read only when
 // a lane is missing.
 func TestApplyMissingLaneRecorded(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	conn := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, design(4))
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	apply(t, conn, p, converge.Options{})
 	lane := p.Consumers[1].Durable
 	mine := natstest.SubjectsFor(t, p, 1, 2)

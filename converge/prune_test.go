@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestPrune: a consumer tagged as a lane of the design but not in it (a
@@ -17,11 +18,12 @@ import (
 // refused for --prune while it has messages, deleted with --force or once
 // drained. Consumers of other designs and tools are never touched.
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
 	ctx := context.Background()
-	p := mustPlan(t, design(2))
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	apply(t, c, p, converge.Options{})
 	meta := map[string]string{}
 	for k, v := range p.Consumers[0].Metadata {
@@ -35,7 +37,7 @@ func TestPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishSeq(t, js, keysIn(p, 0, 1), 3)
-	eventually(t, 10*time.Second, "the duplicate lane to count its 3 messages", func() bool { // num_pending is updated asynchronously
+	testutil.WaitFor(t, "the duplicate lane to count its 3 messages", 10*time.Second, func() bool { // num_pending is updated asynchronously
 		return consumerInfo(t, js, p.Stream.Name, "orders-old-00").NumPending == 3
 	})
 
@@ -64,12 +66,13 @@ func TestPrune(t *testing.T) {
 // a lane drops the messages only it was interested in; the recreate record
 // holds that interest, so nothing is lost.
 func TestRecreateOnInterestStream(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	d := design(2)
+	d := testutil.Seed(2)
 	d.Stream.Retention = "interest"
-	p := mustPlan(t, d)
+	p := testutil.PlanDesign(t, d)
 	apply(t, c, p, converge.Options{})
 	seqs := publishSeq(t, js, keysIn(p, 0, 2), 5)
 	lane := p.Consumers[0].Durable
@@ -78,7 +81,7 @@ func TestRecreateOnInterestStream(t *testing.T) {
 
 	changed := d
 	changed.Lane.MaxWaiting = 32
-	_, res := apply(t, c, mustPlan(t, changed), converge.Options{Recreate: true})
+	_, res := apply(t, c, testutil.PlanDesign(t, changed), converge.Options{Recreate: true})
 	if len(res.Recreated) != 2 {
 		t.Fatalf("recreated %+v", res.Recreated)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -76,7 +77,7 @@ func seqOf(t testing.TB, m jetstream.Msg) uint64 {
 // laneWithProgress applies a 2-lane design, publishes 6 messages to lane
 // 0, acks two and leaves the third in flight.
 func laneWithProgress(t *testing.T) (*natstest.Server, *connect.Conn, jetstream.JetStream, *planner.Plan, []uint64) {
-	return laneWithProgressOf(t, design(2))
+	return laneWithProgressOf(t, testutil.Seed(2))
 }
 
 // TestRecreateKeepsPosition: with --recreate, an immutable change deletes
@@ -85,10 +86,10 @@ func laneWithProgress(t *testing.T) (*natstest.Server, *connect.Conn, jetstream.
 func TestRecreateKeepsPosition(t *testing.T) {
 	_, c, js, p, seqs := laneWithProgress(t)
 	lane := p.Consumers[0].Durable
-	changed := design(2)
+	changed := testutil.Seed(2)
 	changed.Lane.MaxWaiting = 64
 
-	d, res := apply(t, c, mustPlan(t, changed), converge.Options{Recreate: true})
+	d, res := apply(t, c, testutil.PlanDesign(t, changed), converge.Options{Recreate: true})
 	if d.Lanes[0].Action != converge.ActionRecreate || len(res.Recreated) != 2 {
 		t.Fatalf("actions %+v, recreated %+v", d.Counts(), res.Recreated)
 	}
@@ -113,7 +114,7 @@ func TestRecreateKeepsPosition(t *testing.T) {
 		m.Ack()
 	}
 	assertNoPlaceholders(t, js, p.Stream.Name)
-	d, _ = apply(t, c, mustPlan(t, changed), converge.Options{})
+	d, _ = apply(t, c, testutil.PlanDesign(t, changed), converge.Options{})
 	if d.Pending() {
 		t.Fatalf("a recreated lane must compare as designed: %+v", d.Lanes[0].Changes)
 	}
@@ -139,9 +140,9 @@ func assertNoPlaceholders(t *testing.T, js jetstream.JetStream, stream string) {
 func TestRecreateInterrupted(t *testing.T) {
 	srv, c, js, p, seqs := laneWithProgress(t)
 	lane := p.Consumers[0].Durable
-	changed := design(2)
+	changed := testutil.Seed(2)
 	changed.Lane.MaxWaiting = 64
-	p2 := mustPlan(t, changed)
+	p2 := testutil.PlanDesign(t, changed)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	nc, err := nats.Connect(srv.URL())
@@ -204,7 +205,7 @@ func laneWithProgressOf(t *testing.T, d planner.Design) (*natstest.Server, *conn
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, d)
+	p := testutil.PlanDesign(t, d)
 	apply(t, c, p, converge.Options{})
 	seqs := publishSeq(t, js, keysIn(p, 0, 3), 6)
 	lane := p.Consumers[0].Durable
@@ -224,12 +225,12 @@ func laneWithProgressOf(t *testing.T, d planner.Design) (*natstest.Server, *conn
 // recreated with deliver all starts right after its ack floor. The
 // in-flight message comes again, then the rest.
 func TestRecreateWorkQueue(t *testing.T) {
-	d := design(2)
+	d := testutil.Seed(2)
 	d.Stream.Retention = "workqueue"
 	_, c, js, p, seqs := laneWithProgressOf(t, d)
 	lane := p.Consumers[0].Durable
 	d.Lane.MaxWaiting = 64
-	_, res := apply(t, c, mustPlan(t, d), converge.Options{Recreate: true})
+	_, res := apply(t, c, testutil.PlanDesign(t, d), converge.Options{Recreate: true})
 	if len(res.Recreated) != 2 {
 		t.Fatalf("recreated %+v", res.Recreated)
 	}
@@ -245,7 +246,7 @@ func TestRecreateWorkQueue(t *testing.T) {
 		m.DoubleAck(context.Background())
 	}
 	assertNoPlaceholders(t, js, p.Stream.Name)
-	if d, _ := apply(t, c, mustPlan(t, d), converge.Options{}); d.Pending() {
+	if d, _ := apply(t, c, testutil.PlanDesign(t, d), converge.Options{}); d.Pending() {
 		t.Fatalf("not converged: %+v", d.Counts())
 	}
 }
@@ -273,9 +274,9 @@ func cancelOn(t *testing.T, url, subject string, cancel func()) {
 func TestInterruptedRecreateFinishedWithoutFlag(t *testing.T) {
 	srv, c, js, p, seqs := laneWithProgress(t)
 	lane := p.Consumers[0].Durable
-	changed := design(2)
+	changed := testutil.Seed(2)
 	changed.Lane.MaxWaiting = 64
-	p2 := mustPlan(t, changed)
+	p2 := testutil.PlanDesign(t, changed)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancelOn(t, srv.URL(), "$JS.API.CONSUMER.DELETE."+p.Stream.Name+"."+lane, cancel)
@@ -305,9 +306,9 @@ func TestInterruptedRecreatePauseDoesNotOutliveIt(t *testing.T) {
 		t.Run(fmt.Sprintf("recreate=%v", flag), func(t *testing.T) {
 			srv, _, js, p, _ := laneWithProgress(t)
 			lane := p.Consumers[0].Durable
-			changed := design(2)
+			changed := testutil.Seed(2)
 			changed.Lane.MaxWaiting = 64
-			p2 := mustPlan(t, changed)
+			p2 := testutil.PlanDesign(t, changed)
 			slow, err := connect.Open(context.Background(), connect.Options{Server: srv.URL(), Timeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
@@ -335,10 +336,11 @@ func TestInterruptedRecreatePauseDoesNotOutliveIt(t *testing.T) {
 // while the other lane's messages fill the stream around it; the result
 // names that one sequence, not a range over other partitions' messages.
 func TestRecreateNamesExactlyTheMessagesInFlight(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p := mustPlan(t, design(2))
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	apply(t, c, p, converge.Options{})
 	publishSeq(t, js, keysIn(p, 1, 5), 20) // lane 1's messages first
 	seqs := publishSeq(t, js, keysIn(p, 0, 2), 3)
@@ -346,9 +348,9 @@ func TestRecreateNamesExactlyTheMessagesInFlight(t *testing.T) {
 	if got := seqOf(t, next(t, js, p.Stream.Name, lane)); got != seqs[0] { // in flight, never acked
 		t.Fatalf("delivered %d, want %d", got, seqs[0])
 	}
-	changed := design(2)
+	changed := testutil.Seed(2)
 	changed.Lane.MaxWaiting = 64
-	_, res := apply(t, c, mustPlan(t, changed), converge.Options{Recreate: true})
+	_, res := apply(t, c, testutil.PlanDesign(t, changed), converge.Options{Recreate: true})
 	for _, r := range res.Recreated {
 		if r.Lane != lane {
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -16,10 +17,11 @@ import (
 // zero loss. It also checks the end state: only the new lanes, resumed,
 // the mapping on the new generation.
 func TestRepartitionKeepsOrder(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p4 := mustPlan(t, design(4))
+	p4 := testutil.PlanDesign(t, testutil.Seed(4))
 	apply(t, c, p4, converge.Options{})
 
 	oc := newOrderCheck(t, js, p4.Stream.Name, "orders", 40)
@@ -27,7 +29,7 @@ func TestRepartitionKeepsOrder(t *testing.T) {
 	oc.watchLanes()
 	stop := oc.publishInBackground()
 
-	p6 := mustPlan(t, design(6))
+	p6 := testutil.PlanDesign(t, testutil.Seed(6))
 	var drainSeen bool
 	d, res := apply(t, c, p6, converge.Options{DrainTimeout: time.Minute, Progress: func(pr converge.Progress) {
 		if pr.Phase == converge.PhaseDrain {
@@ -70,29 +72,30 @@ func TestRepartitionKeepsOrder(t *testing.T) {
 // error, the new lanes held and the mapping switched. A third partition
 // count is then refused; the same count, once drained, completes.
 func TestRepartitionDrainTimeoutResumes(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	p2 := mustPlan(t, design(2))
+	p2 := testutil.PlanDesign(t, testutil.Seed(2))
 	apply(t, c, p2, converge.Options{})
 	oc := newOrderCheck(t, js, p2.Stream.Name, "orders", 10)
 	oc.publish(100)
 
-	p3 := mustPlan(t, design(3))
+	p3 := testutil.PlanDesign(t, testutil.Seed(3))
 	_, res, err := converge.Apply(context.Background(), c, p3, converge.Options{DrainTimeout: 300 * time.Millisecond})
 	var inc *converge.IncompleteError
 	if !errors.As(err, &inc) || res.Drain == nil || res.Drain.Remaining != 100 || res.Resumed != 0 || res.Deleted != 0 {
 		t.Fatalf("want incomplete with 100 left, got %v, %+v", err, res.Drain)
 	}
 	oc.publish(30) // published after the switch: they wait in the held n3 lanes
-	for _, l := range mustPlan(t, design(3)).Consumers {
+	for _, l := range testutil.PlanDesign(t, testutil.Seed(3)).Consumers {
 		if info := consumerInfo(t, js, p3.Stream.Name, l.Durable); !info.Paused || info.Config.Metadata[planner.MetaHeld] != "repartition" {
 			t.Fatalf("%s not held: %+v", l.Durable, info.Config)
 		}
 	}
 
 	// A third partition count while this one is in progress: refused.
-	_, _, err = converge.Apply(context.Background(), c, mustPlan(t, design(5)), converge.Options{})
+	_, _, err = converge.Apply(context.Background(), c, testutil.PlanDesign(t, testutil.Seed(5)), converge.Options{})
 	var refused *converge.RefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("a third partition count must be refused, got %v", err)
@@ -117,12 +120,13 @@ func TestRepartitionDrainTimeoutResumes(t *testing.T) {
 // and stops; after the operator switches the mapping, --mapping-switched
 // finishes. Order holds throughout.
 func TestRepartitionAccountMapping(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
-	d4 := design(4)
+	d4 := testutil.Seed(4)
 	d4.Mapping = planner.MappingAccount
-	p4 := mustPlan(t, d4)
+	p4 := testutil.PlanDesign(t, d4)
 	acc := srv.GlobalAccount()
 	if err := acc.AddMapping(p4.Mapping.Source, p4.Mapping.Destination); err != nil {
 		t.Fatal(err)
@@ -135,9 +139,9 @@ func TestRepartitionAccountMapping(t *testing.T) {
 	oc.publish(500)
 	oc.watchLanes()
 
-	d6 := design(6)
+	d6 := testutil.Seed(6)
 	d6.Mapping = planner.MappingAccount
-	p6 := mustPlan(t, d6)
+	p6 := testutil.PlanDesign(t, d6)
 	d, res, err := converge.Apply(context.Background(), c, p6, converge.Options{})
 	var inc *converge.IncompleteError
 	if !errors.As(err, &inc) || res.Held != 6 || d.Repartition == nil || d.Repartition.Switched {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -20,13 +21,14 @@ import (
 // new ones. Under a publisher, each design processes every message once,
 // in per-key order.
 func TestSharedStreamRepartitionedOneAfterAnother(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := open(t, srv.URL())
 	_, js := natstest.Connect(t, srv.URL())
 	shared := func(name string, n int) *planner.Plan {
-		d := design(n)
+		d := testutil.Seed(n)
 		d.Name, d.Stream.Name = name, "ORDERS"
-		return mustPlan(t, d)
+		return testutil.PlanDesign(t, d)
 	}
 	apply(t, c, shared("orders", 4), converge.Options{})
 	apply(t, c, shared("audit", 4), converge.Options{})

@@ -10,6 +10,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 // TestServerGoneStopsWithinTimeout: the server dies while apply creates
@@ -17,8 +18,9 @@ import (
 // remaining request), with the timeout as its error, and say what is left
 // to do instead of listing one failure per lane.
 func TestServerGoneStopsWithinTimeout(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
-	p := mustPlan(t, design(600))
+	p := testutil.PlanDesign(t, testutil.Seed(600))
 	c, err := connect.Open(context.Background(), connect.Options{Server: srv.URL(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)

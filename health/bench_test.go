@@ -9,6 +9,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/render"
 )
@@ -22,10 +23,7 @@ func BenchmarkRead(b *testing.B) {
 		b.Run(fmt.Sprintf("lanes=%d", n), func(b *testing.B) {
 			srv := natstest.Start(b)
 			_, js := natstest.Connect(b, srv.URL())
-			p, err := planner.New(planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
-			if err != nil {
-				b.Fatal(err)
-			}
+			p := testutil.PlanDesign(b, planner.Design{Name: "bench", Subject: "bench.received_from.*", Partitions: n})
 			natstest.CreateLanes(b, js, p)
 			per := make([]int, n)
 			var subjects []string

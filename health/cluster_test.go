@@ -8,6 +8,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -21,7 +22,7 @@ func TestClusterNamesUnavailableLanes(t *testing.T) {
 	}
 	c := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, c.URLs())
-	p := natstest.Plan(t, "clustered", 6, func(d *planner.Design) {
+	p := testutil.Plan(t, "clustered", 6, func(d *planner.Design) {
 		d.Stream.Replicas = 3
 		d.Lane.Replicas = 1
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -100,8 +101,9 @@ func mustFind(t *testing.T, r *health.Report, code, lane string, sev health.Seve
 // every consumer, the head of the one backlogged lane (and no other) and
 // the subject counts, in four requests; judged, it has no findings.
 func TestReadSnapshot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	p := natstest.Plan(t, "healthy", 8)
+	p := testutil.Plan(t, "healthy", 8)
 	natstest.CreateLanes(t, e.js, p)
 	for part := 0; part < 8; part++ {
 		natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, part, 3)...)
@@ -137,12 +139,14 @@ func TestReadSnapshot(t *testing.T) {
 
 // TestReadBounds: what Read leaves out when told to, and a missing stream.
 func TestReadBounds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	p := natstest.Plan(t, "bounds", 2)
+	p := testutil.Plan(t, "bounds", 2)
 	natstest.CreateLanes(t, e.js, p)
 	natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, 0, 2)...)
 	natstest.Publish(t, e.js, natstest.SubjectsFor(t, p, 1, 1)...)
 	natstest.WaitPending(t, e.js, p.Stream.Name, p.Lanes[0].Name, 2)
+	natstest.WaitPending(t, e.js, p.Stream.Name, p.Lanes[1].Name, 1) // both lanes backlogged: two heads
 	s, r := e.read(p.Stream.Name, func(o *health.Options) { o.MaxSubjects = 1 })
 	if s.Subjects != nil || s.Requests != 2+2 || len(s.Heads) != 2 { // stream info, one LIST page, two heads
 		t.Fatalf("subjects %v, %d requests, %d heads", s.Subjects, s.Requests, len(s.Heads))
@@ -161,8 +165,9 @@ func TestReadBounds(t *testing.T) {
 // lanes report exactly what the server's consumer info says, and the
 // server counts a redelivery as the judge expects (HeadDeliveries).
 func TestFiguresMatchConsumerInfo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	p := natstest.Plan(t, "figures", 4)
+	p := testutil.Plan(t, "figures", 4)
 	natstest.CreateLanes(t, e.js, p,
 		onLane(p, 2, func(c *jetstream.ConsumerConfig) { c.AckWait = 300 * time.Millisecond }),
 		onLane(p, 3, func(c *jetstream.ConsumerConfig) { c.PauseUntil = ptr(time.Now().Add(time.Hour)) }))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
@@ -58,10 +59,7 @@ func (b *build) add(c jetstream.ConsumerConfig) *jetstream.ConsumerInfo {
 func (b *build) design(name string, skip ...int) *planner.Plan {
 	d := b.p.Design
 	d.Name = name
-	p, err := planner.New(d)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	p := testutil.PlanDesign(b.t, d)
 	b.lanesOf(p, skip...)
 	return p
 }
@@ -200,10 +198,6 @@ func codes(r *health.Report) []string {
 	return out
 }
 
-func plan(t *testing.T, name string, n int, edit ...func(*planner.Design)) *planner.Plan {
-	return natstest.Plan(t, name, n, edit...)
-}
-
 func withLane(f func(*planner.LaneSettings)) func(*planner.Design) {
 	return func(d *planner.Design) { f(&d.Lane) }
 }
@@ -223,18 +217,18 @@ func TestJudgeFindings(t *testing.T) {
 	}{
 		{
 			name: "healthy: a fresh backlog and lanes at rest",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "healthy", 8) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "healthy", 8) },
 			snap: func(b *build) { b.backlog(2, 4, time.Second) },
 		},
 		{
 			name: "max_ack_pending",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "map", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "map", 4) },
 			snap: func(b *build) { b.lane(1).Config.MaxAckPending = 5 },
 			want: []string{"critical max_ack_pending map-n4-01"},
 		},
 		{
 			name: "ack_none",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "acknone", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "acknone", 4) },
 			snap: func(b *build) {
 				c := &b.lane(0).Config
 				c.AckPolicy, c.MaxAckPending = jetstream.AckNonePolicy, 0
@@ -244,7 +238,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "stuck with nobody pulling",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "stuck", 4, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(300 * time.Millisecond) }))
+				return testutil.Plan(t, "stuck", 4, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(300 * time.Millisecond) }))
 			},
 			snap:     func(b *build) { b.backlog(3, 2, time.Second); b.out(3, 1, 600*time.Millisecond) },
 			want:     []string{"critical stuck stuck-n4-03"},
@@ -253,7 +247,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "stuck while a worker pulls: a hung handler",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "hung", 4, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+				return testutil.Plan(t, "hung", 4, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
 			},
 			snap: func(b *build) {
 				b.backlog(0, 1, time.Minute)
@@ -265,13 +259,13 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "out within the ack wait is not stuck",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "busy", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "busy", 4) },
 			snap: func(b *build) { b.backlog(0, 1, time.Minute); b.out(0, 1, 10*time.Second) },
 		},
 		{
 			name: "near_max_deliver",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "poison", 4, withLane(func(l *planner.LaneSettings) { l.MaxDeliver = 3 }))
+				return testutil.Plan(t, "poison", 4, withLane(func(l *planner.LaneSettings) { l.MaxDeliver = 3 }))
 			},
 			snap: func(b *build) { b.backlog(0, 1, time.Minute); b.out(0, 2, time.Second) },
 			want: []string{"critical near_max_deliver poison-n4-00"},
@@ -279,7 +273,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "max_deliver_reached is not stuck: the server drops it at the next pull",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "exhausted", 4, withLane(func(l *planner.LaneSettings) {
+				return testutil.Plan(t, "exhausted", 4, withLane(func(l *planner.LaneSettings) {
 					l.MaxDeliver, l.AckWait = 2, planner.Duration(200*time.Millisecond)
 				}))
 			},
@@ -289,20 +283,20 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "skipped: messages that used up max deliver, nothing out",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "skipped", 4, withLane(func(l *planner.LaneSettings) { l.MaxDeliver = 2 }))
+				return testutil.Plan(t, "skipped", 4, withLane(func(l *planner.LaneSettings) { l.MaxDeliver = 2 }))
 			},
 			snap: func(b *build) { b.lane(1).NumRedelivered = 1 },
 			want: []string{"warning skipped skipped-n4-01"},
 		},
 		{
 			name: "redelivered three times: a poison message, no max deliver",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "retry", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "retry", 4) },
 			snap: func(b *build) { b.backlog(2, 1, time.Minute); b.out(2, 3, time.Second) },
 			want: []string{"warning redelivered retry-n4-02"},
 		},
 		{
 			name: "redelivered on a lane that lets several out",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "wide", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "wide", 2) },
 			snap: func(b *build) {
 				ci := b.lane(0)
 				ci.Config.MaxAckPending, ci.NumAckPending, ci.NumRedelivered = 3, 2, 1
@@ -312,7 +306,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "ack_wait_below_pinned_ttl, with the server's default pinned TTL",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "pinned", 2, withLane(func(l *planner.LaneSettings) { l.Pinned = true }))
+				return testutil.Plan(t, "pinned", 2, withLane(func(l *planner.LaneSettings) { l.Pinned = true }))
 			},
 			snap: func(b *build) {
 				b.lane(0).Config.PinnedTTL = 0
@@ -322,32 +316,32 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "inactive_threshold on a durable lane",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "inactive", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "inactive", 2) },
 			snap: func(b *build) { b.lane(1).Config.InactiveThreshold = time.Hour },
 			want: []string{"warning inactive_threshold inactive-n2-01"},
 		},
 		{
 			name:     "gap",
-			plan:     func(t *testing.T) *planner.Plan { return plan(t, "gap", 8) },
+			plan:     func(t *testing.T) *planner.Plan { return testutil.Plan(t, "gap", 8) },
 			snap:     func(b *build) { b.drop(3); b.drop(5); b.drop(6) },
 			want:     []string{"critical gap"},
 			contains: []string{"partition(s) 3, 5-6 of", "(3 of 8)"},
 		},
 		{
 			name: "gap of the design file's layout, with no lanes at all",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "nolanes", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "nolanes", 4) },
 			snap: func(b *build) {
 				for i := range 4 {
 					b.drop(i)
 				}
 				b.s.Info.Config.SubjectTransform = nil
 			},
-			opts: func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "nolanes", 4) },
+			opts: func(o *health.Options) { o.Plan = testutil.Plan(&testing.T{}, "nolanes", 4) },
 			want: []string{"critical gap", "critical no_lanes"},
 		},
 		{
 			name: "overlap: a second tagged lane and a consumer on two partitions",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "overlap", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "overlap", 4) },
 			snap: func(b *build) {
 				b.add(jetstream.ConsumerConfig{Durable: "overlap-copy", FilterSubject: b.p.Lanes[2].Filter,
 					AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1, Metadata: b.lane(2).Config.Metadata})
@@ -359,12 +353,12 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "two designs on one stream share its transform: each lane gets every message of its partition, not an overlap",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "shared", 4) },
 			snap: func(b *build) { b.design("audit") },
 		},
 		{
 			name: "two designs on one stream: a second lane of the same design on a partition is still an overlap",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "shared", 4) },
 			snap: func(b *build) {
 				b.design("audit")
 				b.add(jetstream.ConsumerConfig{Durable: "audit-copy", FilterSubject: b.p.Lanes[1].Filter,
@@ -375,7 +369,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "two designs on one stream: a consumer lanes did not create on a partition competes with every design's lane",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "shared", 4) },
 			snap: func(b *build) {
 				b.design("audit")
 				b.add(jetstream.ConsumerConfig{Durable: "worker-1", FilterSubject: b.p.Lanes[3].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1})
@@ -385,14 +379,14 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name:     "two designs on one stream: a partition one design has no lane for is that design's gap",
-			plan:     func(t *testing.T) *planner.Plan { return plan(t, "shared", 4) },
+			plan:     func(t *testing.T) *planner.Plan { return testutil.Plan(t, "shared", 4) },
 			snap:     func(b *build) { b.design("audit", 2) },
 			want:     []string{"critical gap"},
 			contains: []string{"partition(s) 2 of", "have no lane of design audit (1 of 4)"},
 		},
 		{
 			name: "duplicate_durable: a durable per worker on one lane's filter",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "dupe", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "dupe", 4) },
 			snap: func(b *build) {
 				b.drop(2)
 				for _, w := range []string{"worker-1", "worker-2"} {
@@ -404,7 +398,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "catch_all: an archive consumer on everything",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "archive", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "archive", 4) },
 			snap: func(b *build) {
 				b.add(jetstream.ConsumerConfig{Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy})
 			},
@@ -413,7 +407,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "misplaced: published straight to a partitioned subject (account mapping)",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "around", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+				return testutil.Plan(t, "around", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 			},
 			snap: func(b *build) {
 				good, _ := b.p.Layout.Transform(natstest.SubjectsFor(b.t, b.p, 4, 1)[0])
@@ -427,7 +421,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "unpartitioned: stored before the mapping",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "late", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "late", 4) },
 			snap: func(b *build) {
 				b.store("late.received_from.alice", 0)
 				b.store("late.received_from.bob", 0)
@@ -438,7 +432,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "retired: a drained generation's messages only take space",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "gen", 6) },
 			snap: func(b *build) {
 				b.store("gen.received_from.n4.1.alice", time.Hour)
 				b.store("gen.received_from.n4.3.bob", time.Hour)
@@ -451,7 +445,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "retired, nothing stored after the retirement: no message is said to be lost",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "gen", 6) },
 			snap: func(b *build) {
 				b.store("gen.received_from.n4.1.alice", time.Hour)
 				b.store("gen.received_from.n4.3.bob", time.Hour)
@@ -464,7 +458,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "retired, a message stored after the retirement (around the mapping): processed by nobody, a warning",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "gen", 6) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "gen", 6) },
 			snap: func(b *build) {
 				b.store("gen.received_from.n4.1.alice", time.Hour)
 				b.store("gen.received_from.n4.3.bob", time.Hour)
@@ -478,7 +472,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "placement_unchecked: more subjects than inspect reads",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "manykeys", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "manykeys", 2) },
 			snap: func(b *build) {
 				b.store("manykeys.received_from.a", 0)
 				b.store("manykeys.received_from.b", 0)
@@ -489,7 +483,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "placement_unchecked: the subject list did not arrive",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "slow", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "slow", 2) },
 			snap: func(b *build) {
 				b.store("slow.received_from.a", 0)
 				b.s.Subjects, b.s.SubjectsFailed = nil, "no answer within 5s"
@@ -499,7 +493,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "nondeterministic_mapping",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "rnd", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "rnd", 2) },
 			snap: func(b *build) {
 				b.s.Consumers = jsapi.Empty()
 				b.s.Info.Config.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "rnd.received_from.*", Destination: "rnd.received_from.n8.{{random(8)}}.{{wildcard(1)}}"}
@@ -508,7 +502,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "max_consumers below what the lanes need",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "capped", 8) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "capped", 8) },
 			snap: func(b *build) {
 				b.s.Info.Config.MaxConsumers = 4
 				for i := 4; i < 8; i++ {
@@ -520,7 +514,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "max_consumers: more lanes than the server's default cap",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "wide", 1200) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "wide", 1200) },
 			snap: func(b *build) {
 				b.s.Info.Config.MaxConsumers = -1
 				for i := 900; i < 1200; i++ {
@@ -533,14 +527,14 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "no_workers: a backlog older than the ack wait, nobody pulling",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "idle", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(200 * time.Millisecond) }))
+				return testutil.Plan(t, "idle", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(200 * time.Millisecond) }))
 			},
 			snap: func(b *build) { b.backlog(1, 2, 400*time.Millisecond) },
 			want: []string{"warning no_workers idle-n2-01"},
 		},
 		{
 			name: "no_workers: last delivery long ago",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "quiet", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "quiet", 2) },
 			snap: func(b *build) {
 				b.backlog(0, 1, time.Second)
 				last := at.Add(-time.Hour)
@@ -551,7 +545,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "paused with a backlog",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "paused", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "paused", 2) },
 			snap: func(b *build) {
 				b.backlog(1, 3, time.Hour)
 				b.lane(1).Paused, b.lane(1).PauseRemaining = true, time.Hour
@@ -561,7 +555,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "held lanes are not merely paused",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "held", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "held", 2) },
 			snap: func(b *build) {
 				for i := range 2 {
 					b.lane(i).Paused = true
@@ -573,7 +567,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "metadata_mismatch: tagged as one partition, filtering another",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "mixed", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "mixed", 4) },
 			snap: func(b *build) {
 				b.lane(1).Config.FilterSubject = b.p.Lanes[3].Filter
 				b.drop(3)
@@ -583,7 +577,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "missing and offline lanes are rows and critical, never gaps",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "cluster", 4) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "cluster", 4) },
 			snap: func(b *build) {
 				b.drop(1)
 				b.drop(2)
@@ -594,7 +588,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "heads_timeout",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "heads", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "heads", 2) },
 			snap: func(b *build) {
 				b.backlog(0, 1, time.Second)
 				delete(b.s.Heads, b.p.Lanes[0].Name)
@@ -605,27 +599,27 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "mapping_drift, no gap: the design file (8) is older than the stream (4); gaps are judged against the stream's mapping",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
-			opts: func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "drift", 4) },
+			opts: func(o *health.Options) { o.Plan = testutil.Plan(&testing.T{}, "drift", 8) },
 			want: []string{"warning mapping_drift"},
 			contains: []string{"the design file maps drift.received_from.* -> drift.received_from.n8.{{partition(8,1)}}.{{wildcard(1)}} (8 partitions), but the stream maps drift.received_from.* -> drift.received_from.n4.{{partition(4,1)}}.{{wildcard(1)}} (4 partitions)",
 				"the server was changed after the file (lanes apply --partitions 4 does that)", "gaps are judged against it"},
 		},
 		{
 			name:     "mapping_drift: a partition without a lane in the mapping in force is still a gap",
-			plan:     func(t *testing.T) *planner.Plan { return plan(t, "drift", 4) },
+			plan:     func(t *testing.T) *planner.Plan { return testutil.Plan(t, "drift", 4) },
 			snap:     func(b *build) { b.drop(2) },
-			opts:     func(o *health.Options) { o.Plan = natstest.Plan(&testing.T{}, "drift", 8) },
+			opts:     func(o *health.Options) { o.Plan = testutil.Plan(&testing.T{}, "drift", 8) },
 			want:     []string{"critical gap", "warning mapping_drift"},
 			contains: []string{"partition(s) 2 of drift.received_from.n4."},
 		},
 		{
 			name: "mapping_drift, no gap, account mapping: the design's lanes say which mapping is in force",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+				return testutil.Plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 			},
 			opts: func(o *health.Options) {
-				o.Plan = natstest.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+				o.Plan = testutil.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 			},
 			want:     []string{"warning mapping_drift"},
 			contains: []string{"(8 partitions), but design acct's lanes on the server are on acct.received_from.* -> acct.received_from.n4."},
@@ -633,11 +627,11 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "account mapping mid-repartition: lanes on the file's mapping too, which is judged",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+				return testutil.Plan(t, "acct", 4, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 			},
 			snap: func(b *build) {
 				// the new n8 lanes, held, but partition 5's
-				b.lanesOf(natstest.Plan(b.t, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount }), 5)
+				b.lanesOf(testutil.Plan(b.t, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount }), 5)
 				for _, ci := range b.s.Consumers.Consumers {
 					if strings.Contains(ci.Name, "-n8-") {
 						ci.Config.Metadata[planner.MetaHeld] = "repartition"
@@ -646,20 +640,20 @@ func TestJudgeFindings(t *testing.T) {
 				}
 			},
 			opts: func(o *health.Options) {
-				o.Plan = natstest.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+				o.Plan = testutil.Plan(&testing.T{}, "acct", 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 			},
 			want:     []string{"critical gap", "info held acct-n8-00", "info held acct-n8-01", "info held acct-n8-02", "info held acct-n8-03", "info held acct-n8-04", "info held acct-n8-06", "info held acct-n8-07"},
 			contains: []string{"partition(s) 5 of acct.received_from.n8."},
 		},
 		{
 			name: "no_lanes of the design asked for",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "alpha", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "alpha", 2) },
 			opts: func(o *health.Options) { o.Design = "beta" },
 			want: []string{"critical no_lanes"},
 		},
 		{
 			name: "instance_gone: the serving instance's lease expired, nobody took the lane, messages wait",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "dead", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "dead", 2) },
 			snap: func(b *build) {
 				b.backlog(1, 3, time.Hour) // would be no_workers too: one finding says it
 				b.served(0, "one", time.Hour, true, true, time.Minute)
@@ -670,7 +664,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "instance_gone: live instances did not take the lane",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "partial", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "partial", 2) },
 			snap: func(b *build) {
 				b.served(0, "two", time.Hour, false, false, 0)
 				b.served(1, "one", time.Hour, true, true, time.Minute)
@@ -679,7 +673,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "no instance_gone while live instances take the lane over (within the grace)",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "moving", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "moving", 2) },
 			snap: func(b *build) {
 				b.served(0, "two", time.Hour, false, false, 0)
 				b.served(1, "one", time.Hour, true, true, 2*time.Second)
@@ -687,7 +681,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "long_running: lanes work records a message running far longer than the lane's usual",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "hung", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "hung", 2) },
 			snap: func(b *build) {
 				b.served(0, "one", time.Hour, false, false, 0)
 				b.served(1, "one", time.Hour, false, false, 0)
@@ -700,7 +694,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "handler_outage: lanes work cannot run its handler; the lane's message waits",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "outage", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "outage", 2) },
 			snap: func(b *build) {
 				b.served(0, "one", time.Hour, false, false, 0)
 				ls := b.serving().Lanes[b.p.Lanes[0].Name]
@@ -712,7 +706,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "a lane handed over by a live instance, not yet taken, is no instance_gone",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "handover", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "handover", 2) },
 			snap: func(b *build) {
 				b.served(0, "one", time.Hour, false, false, 0)
 				ls := b.serving().Lanes[b.p.Lanes[0].Name]
@@ -723,7 +717,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "an instance that stopped (not died) is intended: a waiting backlog is no_workers",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "stopped", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+				return testutil.Plan(t, "stopped", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
 			},
 			snap: func(b *build) {
 				b.backlog(1, 2, time.Minute)
@@ -734,21 +728,21 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "a lane nobody ever served says only what it said before (no_workers)",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "never", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+				return testutil.Plan(t, "never", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
 			},
 			snap: func(b *build) { b.backlog(0, 2, time.Minute); b.serving() },
 			want: []string{"warning no_workers never-n2-00"},
 		},
 		{
 			name:     "workers_unknown: the membership bucket could not be read",
-			plan:     func(t *testing.T) *planner.Plan { return plan(t, "noperm", 2) },
+			plan:     func(t *testing.T) *planner.Plan { return testutil.Plan(t, "noperm", 2) },
 			snap:     func(b *build) { b.s.WorkersFailed = "permission denied" },
 			want:     []string{"info workers_unknown"},
 			contains: []string{"who serves the lanes is unknown", "permission denied"},
 		},
 		{
 			name: "parked messages are counted (an explicit choice: info); an unstored dead-letter subject is a warning",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "parking", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "parking", 2) },
 			snap: func(b *build) {
 				sv := b.serving()
 				sv.Members = []membership.Member{{Instance: "one", DeadLetter: "dlq.parking"}}
@@ -761,7 +755,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "a push consumer on a partition is not a lane: no lane findings, an overlap",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "pushed", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+				return testutil.Plan(t, "pushed", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
 			},
 			snap: func(b *build) {
 				ci := b.add(jetstream.ConsumerConfig{Durable: "push", DeliverSubject: "deliver.here", FilterSubject: b.p.Lanes[1].Filter, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1})
@@ -773,7 +767,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "stuck on a head delivered twice: rejected (nak) and waiting for its redelivery, not a dead worker",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "naked", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+				return testutil.Plan(t, "naked", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
 			},
 			snap:     func(b *build) { b.backlog(0, 2, time.Minute); b.out(0, 2, 5*time.Second) },
 			want:     []string{"warning stuck naked-n2-00"},
@@ -782,7 +776,7 @@ func TestJudgeFindings(t *testing.T) {
 		{
 			name: "stuck on a lane a live instance serves: a long job or a hung handler, not a death",
 			plan: func(t *testing.T) *planner.Plan {
-				return plan(t, "longjob", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
+				return testutil.Plan(t, "longjob", 2, withLane(func(l *planner.LaneSettings) { l.AckWait = planner.Duration(time.Second) }))
 			},
 			snap: func(b *build) {
 				b.backlog(0, 1, time.Minute)
@@ -794,7 +788,7 @@ func TestJudgeFindings(t *testing.T) {
 		},
 		{
 			name: "unusable_mapping: a partition count beyond the bound is reported, not looped over",
-			plan: func(t *testing.T) *planner.Plan { return plan(t, "huge", 2) },
+			plan: func(t *testing.T) *planner.Plan { return testutil.Plan(t, "huge", 2) },
 			snap: func(b *build) {
 				b.s.Consumers = jsapi.Empty()
 				b.s.Info.Config.SubjectTransform = &jetstream.SubjectTransformConfig{Source: "huge.*", Destination: "huge.{{partition(2000000000,1)}}.{{wildcard(1)}}"}
@@ -857,7 +851,7 @@ func TestJudgeFindings(t *testing.T) {
 // from them: the backlog, how often the head was delivered, its key and
 // age, the summary.
 func TestJudgeFigures(t *testing.T) {
-	p := plan(t, "figures", 4, withLane(func(l *planner.LaneSettings) { l.Pinned = true; l.AckWait = planner.Duration(5 * time.Minute) }))
+	p := testutil.Plan(t, "figures", 4, withLane(func(l *planner.LaneSettings) { l.Pinned = true; l.AckWait = planner.Duration(5 * time.Minute) }))
 	b := snapshot(t, p)
 	b.backlog(1, 4, 90*time.Second)
 	b.out(1, 2, time.Second)
@@ -891,7 +885,7 @@ func TestJudgeFigures(t *testing.T) {
 // repartition are two groups of lanes, not an overlap; the new lanes are
 // held; a key is placed in both.
 func TestJudgeGenerations(t *testing.T) {
-	old, next := plan(t, "repart", 4), plan(t, "repart", 8)
+	old, next := testutil.Plan(t, "repart", 4), testutil.Plan(t, "repart", 8)
 	b := snapshot(t, old)
 	for _, c := range next.Consumers {
 		var cc jetstream.ConsumerConfig

@@ -58,6 +58,7 @@ func drainAll(t *testing.T, js jetstream.JetStream, stream string, n int) {
 // advice bounded by the retirement sequence, never advice to republish, and
 // --fail-on 'severity>=warning' passes.
 func TestFinishedRepartitionLeavesOnlyInfo(t *testing.T) {
+	t.Parallel()
 	for _, mapping := range []string{planner.MappingStream, planner.MappingAccount} {
 		t.Run(mapping, func(t *testing.T) {
 			e := newEnv(t)

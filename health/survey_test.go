@@ -6,8 +6,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
-	"github.com/lanes-dev/lanes/planner"
 )
 
 // A lane's head is looked up from its ack floor + 1, but never before the
@@ -16,10 +16,7 @@ import (
 // generation (8 -> 16 -> 8) has the old generation's processed messages
 // on its filter before its start.
 func TestHeadLookupStartsAtTheLanesStart(t *testing.T) {
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	var sc jetstream.StreamConfig
 	natstest.Convert(t, p.Stream, &sc)
 	s := &Snapshot{Stream: p.Stream.Name, Info: &jetstream.StreamInfo{Config: sc}, Consumers: jsapi.Empty()}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -30,6 +31,7 @@ func open(t *testing.T, o connect.Options) *jsapi.Client {
 // TestRequestPath: answers decode, error answers are *Error, requests and
 // writes are counted.
 func TestRequestPath(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	api := open(t, connect.Options{Server: srv.URL()})
 	ctx := context.Background()
@@ -60,6 +62,7 @@ func TestRequestPath(t *testing.T) {
 // TestRequestDeadline: a request nobody answers in time ends at the
 // connection's timeout as a connect error of kind timeout, not later.
 func TestRequestDeadline(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t, natstest.WithoutJetStream)
 	nc, _ := natstest.Connect(t, srv.URL())
 	sub, err := nc.SubscribeSync("$JS.API.STREAM.INFO.SILENT") // takes the request, never answers
@@ -88,6 +91,7 @@ func TestRequestDeadline(t *testing.T) {
 // refused by the server asynchronously; the request fails as permission
 // denied at once, not at its deadline.
 func TestRequestPermissionFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	ro := natstest.ReadOnlyJetStream
 	ro.Name, ro.Password = "ro", "pw"
 	srv := natstest.Start(t, natstest.WithUsers(ro, natstest.User{Name: "admin", Password: "pw"}))
@@ -114,6 +118,7 @@ func TestRequestPermissionFailsAtOnce(t *testing.T) {
 // is the connection-level unavailable error, which still carries the
 // answer. A responder stands in for a leaderless cluster.
 func TestNoLeaderIsUnavailable(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t, natstest.WithoutJetStream)
 	nc, _ := natstest.Connect(t, srv.URL())
 	answer := `{"type":"io.nats.jetstream.api.v1.stream_info_response","error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`
@@ -149,6 +154,7 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 // counts what a filter holds from a sequence on; the subject counts are
 // complete.
 func TestNextMsgAndSubjects(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
 	ctx := context.Background()
@@ -184,9 +190,10 @@ func TestNextMsgAndSubjects(t *testing.T) {
 // TestListEachAgreesWithList: the lister's slow path (names, then one
 // info each) finds what CONSUMER.LIST finds.
 func TestListEachAgreesWithList(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
-	natstest.CreateLanes(t, js, natstest.Plan(t, "orders", 40))
+	natstest.CreateLanes(t, js, testutil.Plan(t, "orders", 40))
 	api := open(t, connect.Options{Server: srv.URL()})
 	ctx := context.Background()
 	list, err := api.List(ctx, "ORDERS")

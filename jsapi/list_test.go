@@ -8,6 +8,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -15,13 +16,14 @@ import (
 // TestListPagesAndTags lists more consumers than one page holds and finds
 // the lanes among them by metadata.
 func TestListPagesAndTags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: creates 300 lanes to list past one page, 4s")
+	}
+	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv.URL())
 	ctx := context.Background()
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(300))
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: p.Stream.Name, Subjects: p.Stream.Subjects}); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ func refusedWith(t *testing.T, what string, err error, code jetstream.ErrorCode)
 // TestStreamWrites: create, read as it is, update and delete a stream,
 // and find streams by subject; each refusal is the server's answer.
 func TestStreamWrites(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	api := open(t, connect.Options{Server: srv.URL()})
 	ctx := context.Background()
@@ -94,6 +95,7 @@ func TestStreamWrites(t *testing.T) {
 // TestConsumerWrites: create, update, create-or-update, pause, resume,
 // unpin and delete a consumer; each refusal is the server's answer.
 func TestConsumerWrites(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	api := open(t, connect.Options{Server: srv.URL()})
 	ctx := context.Background()

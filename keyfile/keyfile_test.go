@@ -8,16 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 )
 
 func seedPlan(t *testing.T) *planner.Plan {
 	t.Helper()
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 	return p
 }
 

@@ -95,6 +95,7 @@ func exercise(t *testing.T, js jetstream.JetStream, kv jetstream.KeyValue) {
 }
 
 func TestLease(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
 	exercise(t, js, bucket(t, js))
@@ -107,6 +108,7 @@ func TestLease(t *testing.T) {
 // a bare $KV subject they would reach the leaf's JetStream, where no
 // bucket stores them.
 func TestLeaseAcrossADomain(t *testing.T) {
+	t.Parallel()
 	_, leaf := natstest.StartLeaf(t)
 	nc, err := nats.Connect(leaf.URL())
 	if err != nil {

@@ -66,6 +66,7 @@ func generatedSubject(r *rand.Rand, pattern string) string {
 // stream that carries the planner's subject transform and checks that the
 // server stored each one exactly where the planner says.
 func TestPartitionParityStreamTransform(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv.URL())
 	natstest.KeepAccountStreams(t, js)
@@ -106,6 +107,7 @@ func TestPartitionParityStreamTransform(t *testing.T) {
 // account mapping and checks where core NATS delivers each publish, and that
 // an account-mode stream stores it under the same subject.
 func TestPartitionParityAccountMapping(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv.URL())
 	natstest.KeepAccountStreams(t, js)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 type clock struct{ t time.Time }
@@ -120,8 +122,8 @@ func TestLine(t *testing.T) {
 // TestConcurrentUpdates: apply reports from many requests at once.
 func TestConcurrentUpdates(t *testing.T) {
 	for _, tty := range []bool{false, true} {
-		var out strings.Builder
-		m := New(&syncWriter{w: &out}, tty, "apply")
+		var out testutil.Buffer
+		m := New(&out, tty, "apply")
 		var wg sync.WaitGroup
 		for g := range 8 {
 			wg.Add(1)
@@ -138,15 +140,4 @@ func TestConcurrentUpdates(t *testing.T) {
 			t.Fatalf("tty %v: nothing shown", tty)
 		}
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }

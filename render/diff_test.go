@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -20,10 +21,7 @@ func diffPlan(t *testing.T, n int, mut ...func(*planner.Design)) *planner.Plan {
 	for _, m := range mut {
 		m(&d)
 	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, d)
 	return p
 }
 

@@ -4,14 +4,11 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/internal/testutil"
 )
 
 func TestKeysFromCountsUnmapsAndSkips(t *testing.T) {
-	p, err := planner.New(planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	stored, _ := p.Layout.Transform("msgs.received_from.alice")
 	k, err := keysFromCounts(p, "ORDERS", map[string]uint64{stored: 7, "msgs.received_from.bob": 2, "other.subject": 9})
 	if err != nil || len(k.Names) != 2 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/keyfile"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim"
@@ -21,10 +22,7 @@ import (
 // seedStory is what lanes simulate runs with no arguments.
 func seedStory(t *testing.T) sim.Options {
 	t.Helper()
-	p, err := planner.New(sim.SeedDesign(planner.Design{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.PlanDesign(t, sim.SeedDesign(planner.Design{}))
 	return sim.Options{Plan: p, Strategies: sim.SeedStrategies, SeedStory: true, Messages: 1000,
 		Process: workload.Process{Kind: "fixed", Mean: 10 * time.Millisecond}, WorkersPerLane: 1, Seed: 1}
 }

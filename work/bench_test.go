@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkFailoverCluster(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		p := natstest.Plan(b, fmt.Sprintf("fo%d", i), 16, func(d *planner.Design) {
+		p := testutil.Plan(b, fmt.Sprintf("fo%d", i), 16, func(d *planner.Design) {
 			d.Stream.Replicas = 3
 			d.Lane.Pinned = true
 			d.Lane.AckWait = planner.Duration(5 * time.Second)
@@ -52,16 +53,16 @@ func BenchmarkFailoverCluster(b *testing.B) {
 		a := startWorker(b, cl.Servers[0].URL(), cfg("a"), h("a"))
 		bb := startWorker(b, cl.Servers[1].URL(), cfg("b"), h("b"))
 		c := startWorker(b, cl.Servers[2].URL(), cfg("c"), h("c"))
-		waitFor(b, "5/5/6", 30*time.Second, func() bool { return settled(p, 5, 6, a, bb, c) })
+		testutil.WaitFor(b, "5/5/6", 30*time.Second, func() bool { return settled(p, 5, 6, a, bb, c) })
 
 		t0 := time.Now()
 		d := startWorker(b, cl.Servers[0].URL(), cfg("d"), h("d"))
-		waitFor(b, "4/4/4/4", 30*time.Second, func() bool { return settled(p, 4, 4, a, bb, c, d) })
+		testutil.WaitFor(b, "4/4/4/4", 30*time.Second, func() bool { return settled(p, 4, 4, a, bb, c, d) })
 		join := time.Since(t0)
 
 		t0 = time.Now()
 		d.wait(b)
-		waitFor(b, "5/5/6 again", 30*time.Second, func() bool { return settled(p, 5, 6, a, bb, c) })
+		testutil.WaitFor(b, "5/5/6 again", 30*time.Second, func() bool { return settled(p, 5, 6, a, bb, c) })
 		leave := time.Since(t0)
 
 		// A message for one of c's lanes, which c holds when it dies.
@@ -78,13 +79,13 @@ func BenchmarkFailoverCluster(b *testing.B) {
 			}
 		}
 		natstest.Publish(b, js, natstest.SubjectsFor(b, p, part, 1)...)
-		waitFor(b, "c busy", 10*time.Second, func() bool { return c.w.Stats().InFlight == 1 })
+		testutil.WaitFor(b, "c busy", 10*time.Second, func() bool { return c.w.Stats().InFlight == 1 })
 		t0 = time.Now()
 		c.kill(b)
 		close(hold)
-		waitFor(b, "8/8", 30*time.Second, func() bool { return settled(p, 8, 8, a, bb) })
+		testutil.WaitFor(b, "8/8", 30*time.Second, func() bool { return settled(p, 8, 8, a, bb) })
 		moved := time.Since(t0)
-		waitFor(b, "the message in flight run again", 30*time.Second, func() bool { return redelivered.Load() != 0 })
+		testutil.WaitFor(b, "the message in flight run again", 30*time.Second, func() bool { return redelivered.Load() != 0 })
 		again := time.Duration(redelivered.Load() - t0.UnixNano())
 		a.wait(b)
 		bb.wait(b)

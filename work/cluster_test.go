@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -18,11 +19,14 @@ import (
 // without a pin id could take the new pin and leave the lane stuck for the
 // pinned TTL (2m) until the owner unpins it (failed 3 runs in 6 before).
 func TestClusterDrainsBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster")
+	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl.Servers[0].URL())
 	for i, pinned := range []bool{false, true} {
 		t.Run(fmt.Sprint(pinned), func(t *testing.T) {
-			p := natstest.Plan(t, fmt.Sprintf("cd%d", i), 4, func(d *planner.Design) {
+			p := testutil.Plan(t, fmt.Sprintf("cd%d", i), 4, func(d *planner.Design) {
 				d.Stream.Replicas = 3
 				d.Lane.Pinned = pinned
 			})

@@ -89,6 +89,9 @@ func checkStalls(t testing.TB, stalls map[string]time.Duration, limit time.Durat
 // what the server said last (a stopping server tells pull requests
 // "409 Server Shutdown", which a crash does not).
 func TestServerRestartResumesEveryLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server restarts)")
+	}
 	s, _, _, p := setup(t, "orders", 8)
 	relay := natstest.NewRelay(t, s.Server.Addr().String())
 	keys := keysOnEveryLane(t, p)
@@ -96,22 +99,22 @@ func TestServerRestartResumesEveryLane(t *testing.T) {
 	// A lease that outlives the restart: the lanes are not restarted by
 	// the instance joining again, only by what follows the reconnect.
 	a := startWorker(t, "nats://"+relay.Addr(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", Lease: 30 * time.Second}, runs.handler())
-	waitFor(t, "a serving 8 lanes", 20*time.Second, func() bool { return settled(p, 8, 8, a) })
+	testutil.WaitFor(t, "a serving 8 lanes", 20*time.Second, func() bool { return settled(p, 8, 8, a) })
 	runs.reset(time.Now())
 	_, js := natstest.Connect(t, s.URL())
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
 
 	reconnects := a.nc.Stats().Reconnects
 	relay.Freeze()
 	s.Restart()
 	relay.Cut()
-	waitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
+	testutil.WaitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
 	_, js = natstest.Connect(t, s.URL())
 	published := time.Now()
 	runs.reset(published)
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running after the restart", 30*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running after the restart", 30*time.Second, func() bool { return runs.count() == 8 })
 	checkStalls(t, runs.stalls(published), 3*time.Second)
 }
 
@@ -122,9 +125,12 @@ func TestServerRestartResumesEveryLane(t *testing.T) {
 // lane asks again at once after the reconnect to another node (and when
 // its consumer's new leader is elected).
 func TestClusterNodeLossResumesEveryLane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 3-node cluster losing a node")
+	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl.Servers[1].URL()+","+cl.Servers[2].URL())
-	p := natstest.Plan(t, "orders", 8, func(d *planner.Design) { d.Stream.Replicas = 3 })
+	p := testutil.Plan(t, "orders", 8, func(d *planner.Design) { d.Stream.Replicas = 3 })
 	natstest.CreateLanes(t, js, p)
 	keys := keysOnEveryLane(t, p)
 	relay := natstest.NewRelay(t, cl.Servers[0].Server.Addr().String())
@@ -132,17 +138,17 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 	// Through the relay only: the other nodes are learned from the
 	// cluster, for the reconnect.
 	a := startWorker(t, "nats://"+relay.Addr(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", Lease: 30 * time.Second}, runs.handler())
-	waitFor(t, "a serving 8 lanes", 30*time.Second, func() bool { return settled(p, 8, 8, a) })
+	testutil.WaitFor(t, "a serving 8 lanes", 30*time.Second, func() bool { return settled(p, 8, 8, a) })
 	runs.reset(time.Now())
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running", 20*time.Second, func() bool { return runs.count() == 8 })
 
 	relay.Freeze()
 	cl.Servers[0].Stop()
 	// The worker learns of the loss only after the new leaders told the
 	// requests they knew of (409 Leadership Change) where nobody listened.
 	defer relay.Cut()
-	waitFor(t, "every lane with a leader again", 60*time.Second, func() bool {
+	testutil.WaitFor(t, "every lane with a leader again", 60*time.Second, func() bool {
 		for _, l := range p.Lanes {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			c, err := js.Consumer(ctx, p.Stream.Name, l.Name)
@@ -155,11 +161,11 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 	})
 	reconnects := a.nc.Stats().Reconnects
 	relay.Cut()
-	waitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
+	testutil.WaitFor(t, "a reconnected", 30*time.Second, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
 	published := time.Now()
 	runs.reset(published)
 	publishOnEveryLane(t, js, p, keys)
-	waitFor(t, "every lane running after the node loss", 30*time.Second, func() bool { return runs.count() == 8 })
+	testutil.WaitFor(t, "every lane running after the node loss", 30*time.Second, func() bool { return runs.count() == 8 })
 	checkStalls(t, runs.stalls(published), 3*time.Second)
 }
 
@@ -167,6 +173,10 @@ func TestClusterNodeLossResumesEveryLane(t *testing.T) {
 // running instances is recreated, and they go on serving every lane, in
 // order, instead of exiting about 20 s later.
 func TestBucketDeletedWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the membership bucket deleted under the workers)")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	run := ordercheck.New(t, p, keysOnEveryLane(t, p), 8, func(string) time.Duration { return 50 * time.Millisecond })
 	cfg := func(name string) Config {
@@ -174,7 +184,7 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 	}
 	a := startWorker(t, s.URL(), cfg("a"), judged(run, "a"))
 	b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
-	waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
+	testutil.WaitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	published := make(chan struct{})
@@ -182,12 +192,12 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 		defer close(published)
 		run.Publish(ctx, t, js, 100*time.Millisecond)
 	}()
-	waitFor(t, "some messages done", 20*time.Second, func() bool { return run.Executions()["a"]+run.Executions()["b"] >= 8 })
+	testutil.WaitFor(t, "some messages done", 20*time.Second, func() bool { return run.Executions()["a"]+run.Executions()["b"] >= 8 })
 	if err := js.DeleteKeyValue(ctx, membership.Bucket); err != nil {
 		t.Fatal(err)
 	}
 	<-published
-	waitFor(t, "every message finished", 60*time.Second, run.Done)
+	testutil.WaitFor(t, "every message finished", 60*time.Second, run.Done)
 	run.Check(t)
 	for _, w := range []*started{a, b} {
 		select {
@@ -199,7 +209,7 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 	if _, err := js.KeyValue(ctx, membership.Bucket); err != nil {
 		t.Errorf("the bucket was not recreated: %v", err)
 	}
-	waitFor(t, "both instances members of the new bucket", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "both instances members of the new bucket", 20*time.Second, func() bool {
 		sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		return err == nil && len(sv.Members) == 2
 	})
@@ -214,7 +224,7 @@ func TestBucketDeletedWhileRunning(t *testing.T) {
 func TestAcrossADomain(t *testing.T) {
 	hub, leaf := natstest.StartLeaf(t)
 	_, hubJS := natstest.Connect(t, hub.URL())
-	p := natstest.Plan(t, "orders", 4)
+	p := testutil.Plan(t, "orders", 4)
 	natstest.CreateLanes(t, hubJS, p)
 	run := ordercheck.New(t, p, keysOnEveryLane(t, p), 10, func(string) time.Duration { return time.Millisecond })
 
@@ -243,11 +253,11 @@ func TestAcrossADomain(t *testing.T) {
 		}
 	}()
 	run.Publish(ctx, t, hubJS, 20*time.Millisecond)
-	waitFor(t, "every message processed", 30*time.Second, run.Done)
+	testutil.WaitFor(t, "every message processed", 30*time.Second, run.Done)
 	run.Check(t)
 	// Several renewals (every 2s/3) have passed; none may have failed.
 	began := time.Now()
-	waitFor(t, "three renewals", 10*time.Second, func() bool { return time.Since(began) > 2*time.Second })
+	testutil.WaitFor(t, "three renewals", 10*time.Second, func() bool { return time.Since(began) > 2*time.Second })
 	if l := logs.String(); strings.Contains(l, "lease lost") || strings.Contains(l, "cannot renew") {
 		t.Errorf("the lease did not hold across the domain:\n%s", l)
 	}

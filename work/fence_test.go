@@ -8,6 +8,7 @@ import (
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -32,8 +33,13 @@ func judged(run *ordercheck.Run, instance string) Handler {
 // after b took its lanes. The order judge must see every key in order
 // and every message finished.
 func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (an owner cut off past its lease), 20s and more")
+	}
+	t.Parallel()
 	for _, tc := range []struct{ a, b time.Duration }{{time.Second, 4 * time.Second}, {4 * time.Second, time.Second}} {
 		t.Run(fmt.Sprintf("a=%s/b=%s", tc.a, tc.b), func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(5 * time.Second) })
 			relay := natstest.NewRelay(t, s.Server.Addr().String())
 			run := ordercheck.New(t, p, keysOnEveryLane(t, p), 5, func(instance string) time.Duration {
@@ -44,7 +50,7 @@ func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
 			}
 			a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), judged(run, "a"))
 			b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
-			waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
+			testutil.WaitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -53,12 +59,12 @@ func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
 				defer close(published)
 				run.Publish(ctx, t, js, 125*time.Millisecond)
 			}()
-			waitFor(t, "a working", 20*time.Second, func() bool { return run.Executions()["a"] >= 4 })
+			testutil.WaitFor(t, "a working", 20*time.Second, func() bool { return run.Executions()["a"] >= 4 })
 			relay.Freeze()
 			time.Sleep(7 * time.Second) // the scenario: a cut off past its lease
 			relay.Thaw()
 			<-published
-			waitFor(t, "every message finished", 90*time.Second, run.Done)
+			testutil.WaitFor(t, "every message finished", 90*time.Second, run.Done)
 			run.Check(t)
 		})
 	}
@@ -71,6 +77,10 @@ func TestCutOffOwnerNeverRunsBesideItsSuccessor(t *testing.T) {
 // after its ack wait to whoever pulls, and the owner's stale ack and pull
 // reach the server when it comes back.
 func TestCutOffOwnerHandsOverWhenBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (an owner cut off past its ack wait), 15s and more")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(2 * time.Second) })
 	relay := natstest.NewRelay(t, s.Server.Addr().String())
 	// c is slow: it still runs the message redelivered to it when a comes
@@ -86,7 +96,7 @@ func TestCutOffOwnerHandsOverWhenBack(t *testing.T) {
 	}
 	a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), judged(run, "a"))
 	b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
-	waitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
+	testutil.WaitFor(t, "4/4", 20*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -95,15 +105,15 @@ func TestCutOffOwnerHandsOverWhenBack(t *testing.T) {
 		defer close(published)
 		run.Publish(ctx, t, js, 125*time.Millisecond)
 	}()
-	waitFor(t, "a working", 20*time.Second, func() bool { return run.Executions()["a"] >= 4 })
+	testutil.WaitFor(t, "a working", 20*time.Second, func() bool { return run.Executions()["a"] >= 4 })
 	relay.Freeze()
 	frozen := time.Now()
 	startWorker(t, s.URL(), cfg("c"), judged(run, "c"))
-	waitFor(t, "b to see c join", 10*time.Second, func() bool { return len(b.w.memberEpochs()) == 3 })
+	testutil.WaitFor(t, "b to see c join", 10*time.Second, func() bool { return len(b.w.memberEpochs()) == 3 })
 	time.Sleep(4*time.Second - time.Since(frozen)) // the scenario: past the ack wait, within the lease
 	relay.Thaw()
 	<-published
-	waitFor(t, "every message finished", 90*time.Second, run.Done)
+	testutil.WaitFor(t, "every message finished", 90*time.Second, run.Done)
 	run.Check(t)
 	if run.Executions()["c"] == 0 {
 		t.Error("c never ran a message: it never got its share of the lanes")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
@@ -25,13 +26,34 @@ func ackWait(d time.Duration) func(*planner.Design) {
 // TestSlowerThanAckWait: a handler that runs 3x the ack wait is not
 // redelivered: the in-progress acks restart the ack wait.
 func TestSlowerThanAckWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: handlers of 3s, three ack waits each, 6s")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 2, ackWait(time.Second))
 	publishKeys(t, js, p, 2, 2)
 	rec := &recorder{}
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
 		rec.handler("a", func(ctx context.Context, m *Msg) error { time.Sleep(3 * time.Second); return nil }))
-	waitFor(t, "4 messages", 30*time.Second, func() bool { return len(rec.seqs()) == 4 })
-	time.Sleep(1500 * time.Millisecond) // a redelivery would come by now
+	testutil.WaitFor(t, "4 messages", 30*time.Second, func() bool { return len(rec.seqs()) == 4 })
+	// Once every message is acked nothing can come again; what the server
+	// delivered until then (redeliveries count) is the proof, not a pause.
+	var delivered, redelivered uint64
+	testutil.WaitFor(t, "every lane acked", 10*time.Second, func() bool {
+		delivered, redelivered = 0, 0
+		for _, l := range p.Lanes {
+			info := consumerInfo(t, js, p.Stream.Name, l.Name)
+			if info.NumPending != 0 || info.NumAckPending != 0 {
+				return false
+			}
+			delivered += info.Delivered.Consumer
+			redelivered += uint64(info.NumRedelivered)
+		}
+		return true
+	})
+	if delivered != 4 || redelivered != 0 {
+		t.Errorf("the server delivered %d times (%d redelivered) for 4 messages: redelivered despite in-progress acks", delivered, redelivered)
+	}
 	for _, c := range rec.snapshot() {
 		if c.attempt != 1 {
 			t.Errorf("seq %d ran as attempt %d: redelivered despite in-progress acks", c.seq, c.attempt)
@@ -47,6 +69,7 @@ func TestSlowerThanAckWait(t *testing.T) {
 // time, the message is redelivered after the lane's backoff, and the next
 // attempt completes.
 func TestMaxProcessTime(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, func(d *planner.Design) { d.Lane.BackOff = []planner.Duration{planner.Duration(200 * time.Millisecond)} })
 	publishKeys(t, js, p, 1, 1)
 	rec := &recorder{}
@@ -60,7 +83,7 @@ func TestMaxProcessTime(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "the second attempt", 10*time.Second, func() bool { return len(rec.snapshot()) == 2 })
+	testutil.WaitFor(t, "the second attempt", 10*time.Second, func() bool { return len(rec.snapshot()) == 2 })
 	calls := rec.snapshot()
 	if !cancelled.Load() {
 		t.Error("the hung handler's context did not end with the max process time")
@@ -77,6 +100,10 @@ func TestMaxProcessTime(t *testing.T) {
 // that attempt (the nak delay is computed so the server waits exactly
 // that), or after the built-in schedule (1s, 2s, ...) without one.
 func TestBackoffSchedule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the retry schedule of 1s and 2s, 3s")
+	}
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		backoff []time.Duration
@@ -86,6 +113,7 @@ func TestBackoffSchedule(t *testing.T) {
 		{"none", nil, []time.Duration{time.Second, 2 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 1, func(d *planner.Design) {
 				for _, b := range tc.backoff {
 					d.Lane.BackOff = append(d.Lane.BackOff, planner.Duration(b))
@@ -100,7 +128,7 @@ func TestBackoffSchedule(t *testing.T) {
 					}
 					return nil
 				}))
-			waitFor(t, "every attempt", 20*time.Second, func() bool { return len(rec.snapshot()) == len(tc.want)+1 })
+			testutil.WaitFor(t, "every attempt", 20*time.Second, func() bool { return len(rec.snapshot()) == len(tc.want)+1 })
 			calls := rec.snapshot()
 			for i, want := range tc.want {
 				gap := calls[i+1].start.Sub(calls[i].end)
@@ -115,6 +143,7 @@ func TestBackoffSchedule(t *testing.T) {
 // TestPoisonBlock: under block (the default) a message that keeps failing
 // holds its lane: the lane's later messages wait, other lanes go on.
 func TestPoisonBlock(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 2, func(d *planner.Design) { d.Lane.BackOff = []planner.Duration{planner.Duration(100 * time.Millisecond)} })
 	bad := natstest.SubjectsFor(t, p, 0, 1)[0]
 	natstest.Publish(t, js, bad, bad, natstest.SubjectsFor(t, p, 1, 3)[0])
@@ -126,7 +155,7 @@ func TestPoisonBlock(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "4 attempts of the poison message", 10*time.Second, func() bool { return rec.seqs()[1] >= 4 })
+	testutil.WaitFor(t, "4 attempts of the poison message", 10*time.Second, func() bool { return rec.seqs()[1] >= 4 })
 	got := rec.seqs()
 	if got[2] != 0 {
 		t.Error("seq 2 ran while seq 1, ahead of it in its lane, keeps failing")
@@ -141,6 +170,7 @@ func TestPoisonBlock(t *testing.T) {
 // acked, and the lane moves on; CountParked counts it. A Term from the
 // handler parks at once.
 func TestPoisonPark(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, func(d *planner.Design) { d.Lane.BackOff = []planner.Duration{planner.Duration(50 * time.Millisecond)} })
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
@@ -159,7 +189,7 @@ func TestPoisonPark(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "seq 3 processed", 10*time.Second, func() bool { return rec.seqs()[3] == 1 })
+	testutil.WaitFor(t, "seq 3 processed", 10*time.Second, func() bool { return rec.seqs()[3] == 1 })
 	if n := rec.seqs()[1]; n != 3 {
 		t.Errorf("seq 1 ran %d times before it was parked, want 3", n)
 	}
@@ -198,7 +228,7 @@ func TestPoisonPark(t *testing.T) {
 	if r := m2.Header.Get(HeaderParkedReason); r != "terminated by the handler" {
 		t.Errorf("second parked message's reason %q", r)
 	}
-	waitFor(t, "the lane empty", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the lane empty", 10*time.Second, func() bool {
 		c, err := js.Consumer(ctx, "ORDERS", p.Lanes[0].Name)
 		return err == nil && c.CachedInfo().NumAckPending == 0 && c.CachedInfo().NumPending == 0
 	})
@@ -207,6 +237,7 @@ func TestPoisonPark(t *testing.T) {
 // TestTerm: without a dead-letter subject a Term from the handler
 // terminates the message (+TERM) and the lane moves on.
 func TestTerm(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 2)...)
 	rec := &recorder{}
@@ -217,9 +248,9 @@ func TestTerm(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "seq 2", 10*time.Second, func() bool { return rec.seqs()[2] == 1 })
+	testutil.WaitFor(t, "seq 2", 10*time.Second, func() bool { return rec.seqs()[2] == 1 })
 	// A handler's end comes before its ack is confirmed, and counted.
-	waitFor(t, "seq 2 acked", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
+	testutil.WaitFor(t, "seq 2 acked", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
 	if st := w.w.Stats(); st.Terminated != 1 || st.Processed != 1 {
 		t.Errorf("stats %+v", st)
 	}
@@ -228,15 +259,22 @@ func TestTerm(t *testing.T) {
 // TestHeldLane: a paused lane (held by apply during a repartition) is
 // pulled from, and its messages run the moment it is resumed.
 func TestHeldLane(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
-	p := natstest.Plan(t, "orders", 1)
+	p := testutil.Plan(t, "orders", 1)
 	until := time.Now().Add(time.Hour)
 	natstest.CreateLanes(t, js, p, func(c *jetstream.ConsumerConfig) { c.PauseUntil = &until })
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 3)...)
 	rec := &recorder{}
 	startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, rec.handler("a", nil))
-	time.Sleep(500 * time.Millisecond)
+	// The worker pulls from the paused lane: its pull request waits there
+	// beside the 3 messages, which the server would deliver at once if the
+	// lane were not paused. Only then is "nothing ran" a finding.
+	testutil.WaitFor(t, "the worker's pull request waiting on the paused lane", 10*time.Second, func() bool {
+		info := consumerInfo(t, js, p.Stream.Name, p.Lanes[0].Name)
+		return info.Paused && info.NumWaiting > 0 && info.NumPending == 3
+	})
 	if n := len(rec.snapshot()); n != 0 {
 		t.Fatalf("%d messages ran on a paused lane", n)
 	}
@@ -244,7 +282,7 @@ func TestHeldLane(t *testing.T) {
 	if _, err := nc.Request("$JS.API.CONSUMER.PAUSE.ORDERS."+p.Lanes[0].Name, []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.snapshot()) == 3 })
+	testutil.WaitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.snapshot()) == 3 })
 	if took := time.Since(resumed); took > time.Second {
 		t.Errorf("took %s after the resume", took)
 	}
@@ -254,6 +292,7 @@ func TestHeldLane(t *testing.T) {
 // cancelled), acks it, and leaves; the other instance takes the lane at
 // once, and its first message there starts after the first one's end.
 func TestStopHandsOver(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 3)...)
 	rec := &recorder{}
@@ -264,16 +303,16 @@ func TestStopHandsOver(t *testing.T) {
 			aCancelled.Store(ctx.Err() != nil)
 			return nil
 		}))
-	waitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
+	testutil.WaitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
 	b := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "b"}, rec.handler("b", nil))
-	waitFor(t, "b joined", 10*time.Second, func() bool { return b.w.Stats().Members == 2 })
+	testutil.WaitFor(t, "b joined", 10*time.Second, func() bool { return b.w.Stats().Members == 2 })
 	if err := a.wait(t); err != nil {
 		t.Fatalf("a stopped with %v", err)
 	}
 	if aCancelled.Load() {
 		t.Error("the message in flight was cancelled: a stop must let it finish")
 	}
-	waitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.seqs()) == 3 })
+	testutil.WaitFor(t, "3 messages", 10*time.Second, func() bool { return len(rec.seqs()) == 3 })
 	checkOrder(t, rec.snapshot(), false)
 	for seq, n := range rec.seqs() {
 		if n != 1 {
@@ -286,14 +325,16 @@ func TestStopHandsOver(t *testing.T) {
 // is cancelled and handed back (redelivered at once, to the next
 // instance); Run says so. Abort does the same without waiting.
 func TestGraceAndAbort(t *testing.T) {
+	t.Parallel()
 	for _, abort := range []bool{false, true} {
 		t.Run(strconv.FormatBool(abort), func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 1)
 			natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 1)...)
 			rec := &recorder{}
 			a := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", Grace: 300 * time.Millisecond},
 				rec.handler("a", func(ctx context.Context, m *Msg) error { <-ctx.Done(); return ctx.Err() }))
-			waitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
+			testutil.WaitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
 			stopped := time.Now()
 			want := ErrGraceExpired
 			if abort {
@@ -308,7 +349,7 @@ func TestGraceAndAbort(t *testing.T) {
 				t.Errorf("stopped after %s", took)
 			}
 			b := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "b"}, rec.handler("b", nil))
-			waitFor(t, "b ran it", 10*time.Second, func() bool { return b.w.Stats().Processed == 1 })
+			testutil.WaitFor(t, "b ran it", 10*time.Second, func() bool { return b.w.Stats().Processed == 1 })
 			if since := time.Since(stopped); since > 5*time.Second {
 				t.Errorf("redelivered %s after the stop: it was not handed back", since)
 			}
@@ -320,6 +361,10 @@ func TestGraceAndAbort(t *testing.T) {
 // for most of the ack wait, the handler is stopped before the message can
 // be redelivered beside it.
 func TestLostContact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a fault test (the server stops mid-message)")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, ackWait(2*time.Second))
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 1)...)
 	ended := make(chan error, 1)
@@ -334,7 +379,7 @@ func TestLostContact(t *testing.T) {
 			}
 			return ctx.Err()
 		}))
-	waitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
+	testutil.WaitFor(t, "a busy", 10*time.Second, func() bool { return a.w.Stats().InFlight == 1 })
 	lost := time.Now()
 	s.Stop()
 	err := <-ended

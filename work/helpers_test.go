@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -62,16 +64,32 @@ func (r *recorder) seqs() map[uint64]int {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, limit time.Duration, cond func() bool) {
+// consumerInfo reads a lane's consumer info from the server.
+func consumerInfo(t testing.TB, js jetstream.JetStream, stream, lane string) *jetstream.ConsumerInfo {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, lane)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", lane, err)
 	}
+	return c.CachedInfo()
+}
+
+// listingsOf counts the CONSUMER.LIST requests made on stream from now
+// on (the workers' listings of the lanes), as the server receives them.
+func listingsOf(t testing.TB, nc *nats.Conn, stream string) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	sub, err := nc.Subscribe("$JS.API.CONSUMER.LIST."+stream, func(*nats.Msg) { n.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
 }
 
 // checkOrder fails the test when a key's messages ran out of order or
@@ -118,7 +136,7 @@ func setup(t testing.TB, name string, partitions int, edit ...func(*planner.Desi
 	t.Helper()
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
-	p := natstest.Plan(t, name, partitions, edit...)
+	p := testutil.Plan(t, name, partitions, edit...)
 	natstest.CreateLanes(t, js, p)
 	return s, nc, js, p
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -18,6 +19,7 @@ import (
 // along are processed once each, in key order, with no lane run by two
 // instances at a time.
 func TestSpreadJoinLeave(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	rec := &recorder{}
 	slow := func(ctx context.Context, m *Msg) error { time.Sleep(2 * time.Millisecond); return nil }
@@ -26,7 +28,7 @@ func TestSpreadJoinLeave(t *testing.T) {
 	}
 	a := startWorker(t, s.URL(), cfg("a"), rec.handler("a", slow))
 	b := startWorker(t, s.URL(), cfg("b"), rec.handler("b", slow))
-	waitFor(t, "4/4", 10*time.Second, func() bool { return settled(p, 4, 4, a, b) })
+	testutil.WaitFor(t, "4/4", 10*time.Second, func() bool { return settled(p, 4, 4, a, b) })
 
 	stopPublishing := make(chan struct{})
 	published := make(chan int)
@@ -47,21 +49,21 @@ func TestSpreadJoinLeave(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	joined := time.Now()
 	c := startWorker(t, s.URL(), cfg("c"), rec.handler("c", slow))
-	waitFor(t, "3/3/2", 10*time.Second, func() bool { return settled(p, 2, 3, a, b, c) })
+	testutil.WaitFor(t, "3/3/2", 10*time.Second, func() bool { return settled(p, 2, 3, a, b, c) })
 	t.Logf("join settled in %s", time.Since(joined))
 	time.Sleep(300 * time.Millisecond)
 	left := time.Now()
 	if err := b.wait(t); err != nil {
 		t.Fatalf("b stopped with %v", err)
 	}
-	waitFor(t, "4/4 after b left", 10*time.Second, func() bool { return settled(p, 4, 4, a, c) })
+	testutil.WaitFor(t, "4/4 after b left", 10*time.Second, func() bool { return settled(p, 4, 4, a, c) })
 	if took := time.Since(left); took > 2*time.Second {
 		t.Errorf("a leave took %s to rebalance: it should not wait for the lease", took)
 	}
 	time.Sleep(300 * time.Millisecond)
 	close(stopPublishing)
 	n := <-published
-	waitFor(t, "every message processed", 30*time.Second, func() bool { return len(rec.seqs()) == n })
+	testutil.WaitFor(t, "every message processed", 30*time.Second, func() bool { return len(rec.seqs()) == n })
 	for seq, k := range rec.seqs() {
 		if k != 1 {
 			t.Errorf("seq %d processed %d times", seq, k)
@@ -75,8 +77,13 @@ func TestSpreadJoinLeave(t *testing.T) {
 // had in flight are redelivered after the ack wait. Pinned lanes move at
 // once too: the survivor unpins them instead of waiting for the pinned TTL.
 func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a kill test (an instance dies, its lease and ack wait let pass)")
+	}
+	t.Parallel()
 	for _, pinned := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unpinned", true: "pinned"}[pinned], func(t *testing.T) {
+			t.Parallel()
 			s, _, js, p := setup(t, "orders", 4, func(d *planner.Design) {
 				d.Lane.AckWait = planner.Duration(2 * time.Second)
 				d.Lane.Pinned = pinned
@@ -95,15 +102,15 @@ func TestFailover(t *testing.T) {
 			}
 			a := startWorker(t, s.URL(), cfg("a"), rec.handler("a", nil))
 			b := startWorker(t, s.URL(), cfg("b"), rec.handler("b", bWork))
-			waitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
+			testutil.WaitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
 			publishKeys(t, js, p, 16, 4)
-			waitFor(t, "b holds messages", 10*time.Second, func() bool { return b.w.Stats().InFlight == 2 })
+			testutil.WaitFor(t, "b holds messages", 10*time.Second, func() bool { return b.w.Stats().InFlight == 2 })
 			killed := time.Now()
 			b.kill(t)
 			close(hold)
-			waitFor(t, "a serves every lane", 10*time.Second, func() bool { return settled(p, 4, 4, a) })
+			testutil.WaitFor(t, "a serves every lane", 10*time.Second, func() bool { return settled(p, 4, 4, a) })
 			moved := time.Since(killed)
-			waitFor(t, "every message processed by a", 20*time.Second, func() bool {
+			testutil.WaitFor(t, "every message processed by a", 20*time.Second, func() bool {
 				n := 0
 				for _, c := range rec.snapshot() {
 					if c.instance == "a" {
@@ -127,6 +134,7 @@ func TestFailover(t *testing.T) {
 // dropped delivery would wait out the 30s ack wait). Everything is done
 // within seconds of the last publish.
 func TestChurnLosesNoDelivery(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 8)
 	rec := &recorder{}
 	cfg := func(name string) Config {
@@ -151,7 +159,7 @@ func TestChurnLosesNoDelivery(t *testing.T) {
 	}
 	n := <-done
 	published := time.Now()
-	waitFor(t, "every message", 20*time.Second, func() bool { return len(rec.seqs()) == n })
+	testutil.WaitFor(t, "every message", 20*time.Second, func() bool { return len(rec.seqs()) == n })
 	if took := time.Since(published); took > 5*time.Second {
 		t.Errorf("the last messages took %s: a delivery was lost in a hand-over and waited for the ack wait", took)
 	}
@@ -164,18 +172,19 @@ func TestChurnLosesNoDelivery(t *testing.T) {
 // and then "rebalanced members=2"; it logs the members it found once its
 // own join is in, and later joins count it.
 func TestJoinLogCountsTruly(t *testing.T) {
+	t.Parallel()
 	s, _, _, p := setup(t, "orders", 2)
-	logs := map[string]*logBuffer{}
+	logs := map[string]*testutil.Buffer{}
 	start := func(name string) *started {
-		logs[name] = &logBuffer{}
+		logs[name] = &testutil.Buffer{}
 		return startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name,
 			Logger: slog.New(slog.NewTextHandler(logs[name], nil))}, HandlerFunc(func(context.Context, *Msg) error { return nil }))
 	}
 	a := start("a")
-	waitFor(t, "a serving", 10*time.Second, func() bool { return a.w.Stats().Serving == 2 })
+	testutil.WaitFor(t, "a serving", 10*time.Second, func() bool { return a.w.Stats().Serving == 2 })
 	b := start("b")
 	c := start("c") // b and c start together
-	waitFor(t, "three members everywhere", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "three members everywhere", 10*time.Second, func() bool {
 		return a.w.Stats().Members == 3 && b.w.Stats().Members == 3 && c.w.Stats().Members == 3
 	})
 	for name, l := range logs {
@@ -199,23 +208,29 @@ func TestJoinLogCountsTruly(t *testing.T) {
 // again while it stays so, and keeps running: lanes applied later are
 // served.
 func TestNoLanesOfTheDesign(t *testing.T) {
-	s, _, js, p := setup(t, "orders", 2)
+	s, nc, js, p := setup(t, "orders", 2)
 	defer func(d time.Duration) { noLanesRepeat = d }(noLanesRepeat)
 	noLanesRepeat = 300 * time.Millisecond
-	var logs logBuffer
+	var logs testutil.Buffer
 	rec := &recorder{}
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: "billing", Instance: "a", Relist: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, rec.handler("a", nil))
-	waitFor(t, "two warnings", 10*time.Second, func() bool { return strings.Count(logs.String(), "no lanes of design billing") >= 2 })
+	testutil.WaitFor(t, "two warnings", 10*time.Second, func() bool { return strings.Count(logs.String(), "no lanes of design billing") >= 2 })
 	if !strings.Contains(logs.String(), "designs with lanes there: orders (2 lanes)") {
 		t.Errorf("the warning does not name the designs on the stream:\n%s", logs.String())
 	}
-	pb := natstest.Plan(t, "billing", 1, func(d *planner.Design) { d.Stream.Name = p.Stream.Name; d.Subject = p.Design.Subject })
+	pb := testutil.Plan(t, "billing", 1, func(d *planner.Design) { d.Stream.Name = p.Stream.Name; d.Subject = p.Design.Subject })
 	natstest.CreateLanes(t, js, pb)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, pb, 0, 1)...)
-	waitFor(t, "the new lane's message processed", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
+	testutil.WaitFor(t, "the new lane's message processed", 10*time.Second, func() bool { return w.w.Stats().Processed == 1 })
 	warnings := strings.Count(logs.String(), "no lanes of design billing")
-	time.Sleep(500 * time.Millisecond)
+	// The warning comes from a listing that finds no lanes, at once since
+	// the lanes were found (its repeat starts again). Two listings begun
+	// after this point (one at a time: the second begins after the first
+	// was judged) prove that it stopped, where a pause would only hope so.
+	listings := listingsOf(t, nc, p.Stream.Name)
+	since := listings.Load()
+	testutil.WaitFor(t, "two more listings of the lanes", 10*time.Second, func() bool { return listings.Load() >= since+2 })
 	if n := strings.Count(logs.String(), "no lanes of design billing"); n != warnings {
 		t.Errorf("still warned after the lanes appeared")
 	}

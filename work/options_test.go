@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 )
 
@@ -18,6 +19,7 @@ import (
 // TestSlowerThanAckWait. The instances are in buckets of their own, so
 // both serve the lane.
 func TestNoProgressAcks(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, ackWait(time.Second))
 	rec := &recorder{}
 	slow := func(ctx context.Context, m *Msg) error {
@@ -30,12 +32,12 @@ func TestNoProgressAcks(t *testing.T) {
 		startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Bucket: "group_" + name, NoProgressAcks: true},
 			rec.handler(name, slow))
 	}
-	waitFor(t, "both instances pulling", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "both instances pulling", 30*time.Second, func() bool {
 		info, err := js.Consumer(context.Background(), p.Stream.Name, p.Lanes[0].Name)
 		return err == nil && info.CachedInfo().NumWaiting == 2
 	})
 	publishKeys(t, js, p, 1, 1)
-	waitFor(t, "the redelivery", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the redelivery", 30*time.Second, func() bool {
 		calls := rec.snapshot()
 		return len(calls) == 2 && calls[0].attempt == 2 && calls[1].attempt == 1 && calls[0].instance != calls[1].instance
 	})
@@ -44,6 +46,7 @@ func TestNoProgressAcks(t *testing.T) {
 // TestBucketSeparatesMemberships: instances in different buckets do not
 // see each other, so each serves every lane; lanes_work is not created.
 func TestBucketSeparatesMemberships(t *testing.T) {
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 4)
 	cfg := Config{Stream: p.Stream.Name, Design: p.Design.Name}
 	a, b := cfg, cfg
@@ -51,7 +54,7 @@ func TestBucketSeparatesMemberships(t *testing.T) {
 	b.Instance, b.Bucket = "b", "group_b"
 	wa := startWorker(t, s.URL(), a, (&recorder{}).handler("a", nil))
 	wb := startWorker(t, s.URL(), b, (&recorder{}).handler("b", nil))
-	waitFor(t, "both instances on every lane", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "both instances on every lane", 30*time.Second, func() bool {
 		sv := serving(wa, wb)
 		for _, l := range p.Lanes {
 			if len(sv[l.Name]) != 2 {

@@ -1,12 +1,10 @@
 package work
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,27 +13,10 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/membership"
 )
-
-// logBuffer collects a worker's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestOutageIsNotPoison: a handler that could not run (an Outage error: a
 // missing program, a refused connection) is no failure of the message.
@@ -45,6 +26,10 @@ func (l *logBuffer) String() string {
 // next message waits. The worker shows the outage (Outages, Stats) and
 // logs its start and its end once each, not per try.
 func TestOutageIsNotPoison(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: an outage retried after growing delays, 4s")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, ackWait(time.Second))
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
@@ -53,7 +38,7 @@ func TestOutageIsNotPoison(t *testing.T) {
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 0, 2)...)
 	var down atomic.Bool
 	down.Store(true)
-	var logs logBuffer
+	var logs testutil.Buffer
 	rec := &recorder{}
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", OnPoison: Park, DeadLetter: "dlq.orders", ParkAfter: 1,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))},
@@ -63,7 +48,7 @@ func TestOutageIsNotPoison(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "3 tries", 20*time.Second, func() bool { return rec.seqs()[1] >= 3 })
+	testutil.WaitFor(t, "3 tries", 20*time.Second, func() bool { return rec.seqs()[1] >= 3 })
 	outages := w.w.Outages()
 	if len(outages) != 1 || outages[0].Lane != p.Lanes[0].Name || outages[0].Tries < 3 || !strings.Contains(outages[0].Reason, "connection refused") ||
 		time.Since(outages[0].Since) < 500*time.Millisecond {
@@ -85,9 +70,9 @@ func TestOutageIsNotPoison(t *testing.T) {
 		t.Error("the lane's next message ran during the outage")
 	}
 	down.Store(false)
-	waitFor(t, "seq 2 processed", 30*time.Second, func() bool { return rec.seqs()[2] == 1 })
+	testutil.WaitFor(t, "seq 2 processed", 30*time.Second, func() bool { return rec.seqs()[2] == 1 })
 	// A handler's end comes before its ack is confirmed, and counted.
-	waitFor(t, "seq 2 acked", 10*time.Second, func() bool { return w.w.Stats().Processed == 2 })
+	testutil.WaitFor(t, "seq 2 acked", 10*time.Second, func() bool { return w.w.Stats().Processed == 2 })
 	if n, _, _, err := membership.CountParked(ctx, jsapi.New(connect.Around(js, 5*time.Second)), "dlq.orders"); err != nil || n != 0 {
 		t.Errorf("%d parked (%v), want none", n, err)
 	}
@@ -110,15 +95,16 @@ func TestOutageIsNotPoison(t *testing.T) {
 // disabled, the lane's stream or its leader gone) is logged in words, not
 // as a bare status with an empty description.
 func TestPullRefusedInWords(t *testing.T) {
+	t.Parallel()
 	s, _, _, p := setup(t, "orders", 1)
-	var logs logBuffer
+	var logs testutil.Buffer
 	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", PullExpiry: 3 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, HandlerFunc(func(context.Context, *Msg) error { return nil }))
-	waitFor(t, "serving", 10*time.Second, func() bool { return w.w.Stats().Serving == 1 })
+	testutil.WaitFor(t, "serving", 10*time.Second, func() bool { return w.w.Stats().Serving == 1 })
 	if err := s.Server.Server.DisableJetStream(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a refused pull logged", 20*time.Second, func() bool { return strings.Contains(logs.String(), "pull refused") })
+	testutil.WaitFor(t, "a refused pull logged", 20*time.Second, func() bool { return strings.Contains(logs.String(), "pull refused") })
 	var line string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "pull refused") {

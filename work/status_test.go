@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/membership"
 )
 
@@ -13,6 +14,10 @@ import (
 // serving each lane and since when, the live members, and the instances
 // gone (lease expired, or left), and marks lanes whose instance is gone.
 func TestReadServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: instances gone by a lease expiry, 4s")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 4)
 	ctx := context.Background()
 	sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
@@ -25,8 +30,8 @@ func TestReadServing(t *testing.T) {
 	before := time.Now()
 	a := startWorker(t, s.URL(), cfg("a"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
 	b := startWorker(t, s.URL(), cfg("b"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
-	waitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
-	waitFor(t, "the bucket to say the same", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "2/2", 10*time.Second, func() bool { return settled(p, 2, 2, a, b) })
+	testutil.WaitFor(t, "the bucket to say the same", 5*time.Second, func() bool {
 		sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil || len(sv.Members) != 2 || len(sv.Lanes) != 4 {
 			return false
@@ -43,7 +48,7 @@ func TestReadServing(t *testing.T) {
 	}
 
 	b.kill(t)
-	waitFor(t, "b gone, its lanes served by a", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "b gone, its lanes served by a", 10*time.Second, func() bool {
 		sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil || len(sv.Members) != 1 || len(sv.Gone) != 1 {
 			return false
@@ -60,7 +65,7 @@ func TestReadServing(t *testing.T) {
 	}
 
 	a.kill(t)
-	waitFor(t, "every lane's instance gone", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every lane's instance gone", 10*time.Second, func() bool {
 		sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 		if err != nil || len(sv.Members) != 0 {
 			return false
@@ -75,7 +80,7 @@ func TestReadServing(t *testing.T) {
 
 	// A stop (not a death) shows as left, not expired.
 	c := startWorker(t, s.URL(), cfg("c"), HandlerFunc(func(context.Context, *Msg) error { return nil }))
-	waitFor(t, "c serves", 10*time.Second, func() bool { return settled(p, 4, 4, c) })
+	testutil.WaitFor(t, "c serves", 10*time.Second, func() bool { return settled(p, 4, 4, c) })
 	c.wait(t)
 	sv, err = membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
 	if err != nil {
@@ -94,6 +99,10 @@ func TestReadServing(t *testing.T) {
 // longer than the lane's usual time, which one and since when; a stop
 // marks it handed over with its last position.
 func TestLaneRecordSaysWhatRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a message must run past SlowAfter (10s) to be recorded")
+	}
+	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1)
 	ctx := context.Background()
 	release := make(chan struct{})
@@ -107,7 +116,7 @@ func TestLaneRecordSaysWhatRuns(t *testing.T) {
 			}
 			return nil
 		}))
-	waitFor(t, "a serves", 10*time.Second, func() bool { return settled(p, 1, 1, a) })
+	testutil.WaitFor(t, "a serves", 10*time.Second, func() bool { return settled(p, 1, 1, a) })
 	lane := p.Lanes[0].Name
 	record := func() membership.LaneServer {
 		sv, err := membership.ReadServing(ctx, js, p.Stream.Name, p.Design.Name)
@@ -117,16 +126,16 @@ func TestLaneRecordSaysWhatRuns(t *testing.T) {
 		return sv.Lanes[lane]
 	}
 	publishKeys(t, js, p, 1, 2)
-	waitFor(t, "processed_seq 1 or 2", 10*time.Second, func() bool { return record().Processed >= 1 })
+	testutil.WaitFor(t, "processed_seq 1 or 2", 10*time.Second, func() bool { return record().Processed >= 1 })
 	began := time.Now()
 	publishKeys(t, js, p, 1, 1)
-	waitFor(t, "the long message in the record", 30*time.Second, func() bool { return record().InFlight != nil })
+	testutil.WaitFor(t, "the long message in the record", 30*time.Second, func() bool { return record().InFlight != nil })
 	in := record().InFlight
 	if in.Seq != 3 || in.Attempt != 1 || time.Since(in.Since) < SlowAfter(0) || in.Since.Before(began.Add(-time.Second)) {
 		t.Errorf("in flight: %+v (recorded %s after it began)", in, time.Since(began))
 	}
 	close(release)
-	waitFor(t, "the long message out of the record", 10*time.Second, func() bool { return record().InFlight == nil })
+	testutil.WaitFor(t, "the long message out of the record", 10*time.Second, func() bool { return record().InFlight == nil })
 	if err := a.wait(t); err != nil {
 		t.Fatal(err)
 	}

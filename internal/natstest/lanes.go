@@ -165,18 +165,3 @@ func WaitPending(t testing.TB, js jetstream.JetStream, stream, lane string, want
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-// Plan plans a design named name on subjects name.received_from.*, with
-// optional edits, failing the test on a planning error.
-func Plan(t testing.TB, name string, partitions int, edit ...func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	d := planner.Design{Name: name, Subject: name + ".received_from.*", Partitions: partitions}
-	for _, e := range edit {
-		e(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}

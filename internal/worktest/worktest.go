@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -40,7 +41,7 @@ func (s *Span) Rate() float64 {
 // each, and returns its plan.
 func Backlog(b *testing.B, js jetstream.JetStream, name string, lanes, perLane int, edit ...func(*planner.Design)) *planner.Plan {
 	b.Helper()
-	p := natstest.Plan(b, name, lanes, edit...)
+	p := testutil.Plan(b, name, lanes, edit...)
 	natstest.CreateLanes(b, js, p)
 	var subjects []string
 	keys := make([][]string, lanes)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
@@ -35,7 +36,7 @@ func BenchmarkLiveScaling(b *testing.B) {
 }
 
 func scalingRun(b *testing.B, s *natstest.Server, storage string, lanes, perLane int) float64 {
-	p := newPlan(b, lanes, func(d *planner.Design) { d.Stream.Storage = storage })
+	p := testutil.PlanDesign(b, testutil.Seed(lanes), func(d *planner.Design) { d.Stream.Storage = storage })
 	w := newWorkload(b, p, spec{keys: "uniform:1024", messages: lanes * perLane, process: time.Millisecond})
 	r := run(b, given(s, p, w, strategy.Lanes))[0]
 	if r.Completed != r.Messages || r.OrderViolations != 0 {
@@ -65,7 +66,7 @@ func BenchmarkKVLease(b *testing.B) {
 	} {
 		b.Run(sc.name, func(b *testing.B) {
 			s := natstest.Start(b)
-			p := newPlan(b, 8)
+			p := testutil.PlanDesign(b, testutil.Seed(8))
 			w := newWorkload(b, p, spec{keys: sc.keys, messages: 1000, process: sc.work})
 			o := given(s, p, w, strategy.Lanes, strategy.KVLease)
 			o.Lease = strategy.LeaseSettings{TTL: 30 * time.Second, Retry: strategy.DefaultLeaseRetry(sc.work)}

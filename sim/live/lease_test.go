@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/model"
@@ -39,11 +40,15 @@ func predict(t testing.TB, p *planner.Plan, w *workload.Workload, o Options, st 
 // TestKVLeaseMatchesModel: eight workers on one shared consumer, a lease
 // per key in a real KV bucket, 256 keys (little contention): throughput
 // within 20% of the model, which adds each message's lease round trips to
-// its work; everything completed once; the lease bucket goes with the run.
+// its work (checked with LANES_TIMING_CHECKS=1: see within); everything
+// completed once; the lease bucket goes with the run.
 func TestKVLeaseMatchesModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a live run whose point is its throughput (LANES_TIMING_CHECKS=1 checks it)")
+	}
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 8)
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 	w := newWorkload(t, p, spec{keys: "uniform:256", messages: 480, process: 40 * time.Millisecond})
 	o := given(s, p, w, strategy.KVLease)
 	o.Lease = strategy.LeaseSettings{TTL: 30 * time.Second, Retry: 20 * time.Millisecond}
@@ -65,8 +70,12 @@ func TestKVLeaseMatchesModel(t *testing.T) {
 // finds the lease gone. With in-progress acks the holder renews the lease
 // and the key's messages run one after the other. As the model says.
 func TestKVLeaseLapseBreaksOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two live runs of 2s jobs, 7s")
+	}
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	// The server expires a key 1-1.25s after its TTL was set (its expiry
 	// timer fires no sooner than 250ms ahead): 2s of work leaves a margin.
 	// The second message is published 250ms after the first: published
@@ -94,8 +103,12 @@ func TestKVLeaseLapseBreaksOrder(t *testing.T) {
 // ends it; its message comes back after the ack wait and waits for the
 // lease. Nothing is lost.
 func TestKVLeaseCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: crashed holders whose leases are let expire, 4s")
+	}
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 120, process: 2 * time.Millisecond, crash: 0.05})
 	o := given(s, p, w, strategy.KVLease)
 	o.AckWait = 300 * time.Millisecond

@@ -12,25 +12,12 @@ import (
 
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/sim/workload"
 )
-
-// newPlan plans the seed design (msgs.received_from.*) with n partitions.
-func newPlan(t testing.TB, partitions int, change ...func(*planner.Design)) *planner.Plan {
-	t.Helper()
-	d := planner.Design{Name: "orders", Subject: "msgs.received_from.*", Partitions: partitions}
-	for _, c := range change {
-		c(&d)
-	}
-	p, err := planner.New(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 type spec struct {
 	keys     string // uniform:K
@@ -87,11 +74,19 @@ func backlogThroughput(p *planner.Plan, w *workload.Workload, t time.Duration) f
 	return float64(len(w.Messages)) / (float64(busiest) * t.Seconds())
 }
 
+// within checks a live figure against the model's when this run checks
+// timing (testutil.Timing: CI runs this package alone with
+// LANES_TIMING_CHECKS=1, see .ci/run); otherwise it logs the two, since on
+// a loaded machine they measure the load, not the agreement. What a run
+// did (order, counts) is checked always.
 func within(t *testing.T, what string, got, want, tolerance float64) {
 	t.Helper()
-	if got < want*(1-tolerance) || got > want*(1+tolerance) {
+	switch {
+	case !testutil.Timing():
+		t.Logf("%s: %.0f/s, model %.0f/s (%+.1f%%; %s=1 checks it is within %.0f%%)", what, got, want, (got/want-1)*100, testutil.TimingEnv, tolerance*100)
+	case got < want*(1-tolerance) || got > want*(1+tolerance):
 		t.Errorf("%s: %.0f/s, want %.0f/s within %.0f%%", what, got, want, tolerance*100)
-	} else {
+	default:
 		t.Logf("%s: %.0f/s, model %.0f/s (%+.1f%%)", what, got, want, (got/want-1)*100)
 	}
 }
@@ -105,14 +100,18 @@ func clean(t *testing.T, what string, r judge.Result) {
 }
 
 // A steady backlog on 8 lanes: live throughput within 20% of the model's
-// closed form, order kept; unordered with 8 workers breaks it. The work time
+// closed form (checked with LANES_TIMING_CHECKS=1: see within), order
+// kept; unordered with 8 workers breaks it. The work time
 // is 40ms because a live cycle also pays the ack -> next delivery round trip
 // and timer wake-ups: a few hundred microseconds on a quiet 2-core machine,
 // up to 2ms when other jobs load it and 4ms under the race detector. With
 // 5ms the test would measure the machine, not the agreement.
 func TestSteadyBacklogMatchesModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 5s live run whose point is its throughput (LANES_TIMING_CHECKS=1 checks it)")
+	}
 	s := natstest.Start(t)
-	p := newPlan(t, 8)
+	p := testutil.PlanDesign(t, testutil.Seed(8))
 	const work = 40 * time.Millisecond
 	w := newWorkload(t, p, spec{keys: "uniform:256", messages: 480, process: work})
 	res := run(t, given(s, p, w, strategy.Lanes, strategy.Unordered))
@@ -130,10 +129,13 @@ func TestSteadyBacklogMatchesModel(t *testing.T) {
 }
 
 // One shared consumer with max ack pending 1 runs one message at a time,
-// whatever the number of workers: 1/t.
+// whatever the number of workers: 1/t (checked with LANES_TIMING_CHECKS=1).
 func TestSingleRunsOneAtATime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 2s live run whose point is its throughput (LANES_TIMING_CHECKS=1 checks it)")
+	}
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	const work = 40 * time.Millisecond
 	w := newWorkload(t, p, spec{keys: "uniform:16", messages: 50, process: work})
 	r := run(t, given(s, p, w, strategy.Single))[0]
@@ -147,8 +149,9 @@ func TestSingleRunsOneAtATime(t *testing.T) {
 // Versioned: unordered delivery into a version-checked store ends with
 // every key's last update, whatever order the workers ran in.
 func TestVersionedKeepsFinalState(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 300, process: time.Millisecond})
 	o := given(s, p, w, strategy.Versioned)
 	o.WorkersPerLane = 2
@@ -162,8 +165,9 @@ func TestVersionedKeepsFinalState(t *testing.T) {
 // The per-key order check itself: a worker that holds a message and runs
 // its key's next message first must be reported.
 func TestOrderCheckCatchesHeldMessage(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 60, process: time.Millisecond})
 	victim := -1
 	for j := range w.Messages {
@@ -186,8 +190,9 @@ func TestOrderCheckCatchesHeldMessage(t *testing.T) {
 // Crashed workers leave their message unacked: it is redelivered after the
 // ack wait to a replacement, so executions exceed messages and none is lost.
 func TestCrashesRedeliverWithoutLoss(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 200, process: 2 * time.Millisecond, crash: 0.1})
 	o := given(s, p, w, strategy.Lanes)
 	o.AckWait = 200 * time.Millisecond
@@ -205,8 +210,12 @@ func TestCrashesRedeliverWithoutLoss(t *testing.T) {
 // redelivers to the idle worker (duplicates) unless in-progress acks keep
 // the message.
 func TestInProgressAcksRemoveDuplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two live runs of 600ms jobs, 5s")
+	}
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 1)
+	p := testutil.PlanDesign(t, testutil.Seed(1))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: 600 * time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
@@ -224,8 +233,9 @@ func TestInProgressAcksRemoveDuplicates(t *testing.T) {
 
 // Pinned lanes: only the pinned worker of each lane receives.
 func TestPinnedLanesKeepOrder(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 2, func(d *planner.Design) { d.Lane.Pinned = true })
+	p := testutil.PlanDesign(t, testutil.Seed(2), func(d *planner.Design) { d.Lane.Pinned = true })
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 100, process: time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
@@ -233,10 +243,11 @@ func TestPinnedLanesKeepOrder(t *testing.T) {
 }
 
 // A paced workload is published at its rate: the run lasts as long as the
-// publishing, and latency stays near the work time.
+// publishing, and (checked with LANES_TIMING_CHECKS=1) its throughput is
+// the rate and its latency stays near the work time.
 func TestRatePacing(t *testing.T) {
 	s := natstest.Start(t)
-	p := newPlan(t, 4)
+	p := testutil.PlanDesign(t, testutil.Seed(4))
 	w := newWorkload(t, p, spec{keys: "uniform:32", messages: 100, process: time.Millisecond, rate: 250})
 	r := run(t, given(s, p, w, strategy.Lanes))[0]
 	clean(t, "paced lanes", r)
@@ -244,7 +255,7 @@ func TestRatePacing(t *testing.T) {
 		t.Errorf("100 messages at 250/s drained in %.2fs: not paced", r.DrainSeconds)
 	}
 	within(t, "paced throughput", r.Throughput, 250, 0.20)
-	if r.LatencyP50ms > 20 {
+	if testutil.Timing() && r.LatencyP50ms > 20 {
 		t.Errorf("latency p50 %.1fms for 1ms of work with idle lanes", r.LatencyP50ms)
 	}
 }
@@ -268,6 +279,7 @@ func streamNames(t *testing.T, js jetstream.JetStream) []string {
 // same design (same name, same subject) is untouched, and nothing of the
 // run remains. The hook sees each stream before it goes.
 func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
 	ctx := context.Background()
@@ -285,7 +297,7 @@ func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
 	}
 	_ = nc
 
-	p := newPlan(t, 4, func(d *planner.Design) { d.Stream.Name = "ORDERS" })
+	p := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Stream.Name = "ORDERS" })
 	w := newWorkload(t, p, spec{keys: "uniform:16", messages: 80, process: time.Millisecond})
 	o := given(s, p, w, strategy.Single, strategy.Lanes)
 	var mu sync.Mutex
@@ -326,9 +338,10 @@ func TestCleanupLeavesExistingStreamAlone(t *testing.T) {
 }
 
 func TestKeepLeavesTheSimulationStream(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 20, process: time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.Keep = true
@@ -348,9 +361,10 @@ func TestKeepLeavesTheSimulationStream(t *testing.T) {
 
 // Cancelling mid-run returns promptly with the partial result and cleans up.
 func TestCancelReturnsPartialResults(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 1)
+	p := testutil.PlanDesign(t, testutil.Seed(1))
 	w := newWorkload(t, p, spec{keys: "uniform:8", messages: 500, process: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	var cancelled time.Time
@@ -384,7 +398,8 @@ func TestCancelReturnsPartialResults(t *testing.T) {
 
 // With no server given, the run starts and removes its own.
 func TestEmbeddedServer(t *testing.T) {
-	p := newPlan(t, 3)
+	t.Parallel()
+	p := testutil.PlanDesign(t, testutil.Seed(3))
 	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
 	var last int
 	res, err := Run(context.Background(), Options{Plan: p, Workload: w, Strategies: []strategy.Strategy{strategy.Lanes},
@@ -401,14 +416,22 @@ func TestEmbeddedServer(t *testing.T) {
 // TestWorkersShareConnections: many workers open at most
 // MaxLiveConnections connections, and still keep every lane in order
 // (crashes included: a crashed worker's subscription goes, not the
-// connection it shares).
+// connection it shares). The workers send in-progress acks, as lanes work
+// does: three workers pull from each lane, so without them any execution
+// that outlasts the ack wait (a loaded machine) is redelivered to another
+// worker beside it, a duplicate and an order violation that the
+// configuration allows and the simulation exists to show. The ack wait of
+// 1s covers what in-progress acks do not: the moments between the
+// delivery and the handler, and between its end and the ack.
 func TestWorkersShareConnections(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
-	p := newPlan(t, 40)
+	p := testutil.PlanDesign(t, testutil.Seed(40))
 	w := newWorkload(t, p, spec{keys: "uniform:200", messages: 400, process: time.Millisecond, crash: 0.05})
 	o := given(s, p, w, strategy.Lanes)
-	o.WorkersPerLane = 3               // 120 workers
-	o.AckWait = 300 * time.Millisecond // a crashed worker's message comes back soon
+	o.WorkersPerLane = 3    // 120 workers
+	o.AckWait = time.Second // a crashed worker's message comes back after it
+	o.InProgress = true     // a live one's does not, however long it takes
 	peak := 0
 	var mu sync.Mutex
 	o.Progress = func(string, int, int) {
@@ -432,9 +455,10 @@ func TestWorkersShareConnections(t *testing.T) {
 // per worker group, each in a membership bucket of its own (named after
 // the sandbox stream, removed with it), each serving every lane.
 func TestLanesRunOnTheWorkPackage(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
-	p := newPlan(t, 3)
+	p := testutil.PlanDesign(t, testutil.Seed(3))
 	w := newWorkload(t, p, spec{keys: "uniform:12", messages: 60, process: time.Millisecond})
 	o := given(s, p, w, strategy.Lanes)
 	o.WorkersPerLane = 2
@@ -478,6 +502,7 @@ func TestLanesRunOnTheWorkPackage(t *testing.T) {
 // lane than instances can be started, is refused before anything is
 // created, where it used to run silently on a stand-in pull loop.
 func TestLanesRunOnlyOnLanesWork(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	_, js := natstest.Connect(t, s.URL())
 	for _, tc := range []struct {
@@ -493,7 +518,7 @@ func TestLanesRunOnlyOnLanesWork(t *testing.T) {
 			if tc.edit != nil {
 				edits = append(edits, tc.edit)
 			}
-			p := newPlan(t, 2, edits...)
+			p := testutil.PlanDesign(t, testutil.Seed(2), edits...)
 			w := newWorkload(t, p, spec{keys: "uniform:2", messages: 20, process: time.Millisecond})
 			o := given(s, p, w, strategy.Lanes)
 			o.WorkersPerLane = tc.workers

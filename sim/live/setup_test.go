@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
@@ -12,7 +13,7 @@ import (
 // The sandbox re-plans the design under its own subjects and stream, in
 // stream mode, without changing the caller's plan.
 func TestSandboxIsolatesTheDesign(t *testing.T) {
-	p := newPlan(t, 4, func(d *planner.Design) {
+	p := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) {
 		d.Mapping = planner.MappingAccount
 		d.Stream.Replicas = 3
 		d.SetOrigin("name", "lanes.yaml:1")
@@ -54,7 +55,7 @@ func TestSandboxIsolatesTheDesign(t *testing.T) {
 }
 
 func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
-	prefixed := newPlan(t, 4, func(d *planner.Design) { d.Prefix = "lanes.orders" })
+	prefixed := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Prefix = "lanes.orders" })
 	box, err := newSandbox(prefixed, "x", "lanes", 0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
 	if f := box.plan.Consumers[0].FilterSubject; !strings.HasPrefix(f, "lanes_sim.x.lanes.lanes.orders.") {
 		t.Errorf("prefix design filter %q", f)
 	}
-	adopted := newPlan(t, 0, func(d *planner.Design) {
+	adopted := testutil.PlanDesign(t, testutil.Seed(0), func(d *planner.Design) {
 		d.Destination = "parts.{{partition(3,1)}}.{{wildcard(1)}}"
 	})
 	box, err = newSandbox(adopted, "x", "lanes", 0, false)
@@ -77,7 +78,7 @@ func TestSandboxKeepsAdoptedLayouts(t *testing.T) {
 // Shared strategies get one consumer over everything, sized for every
 // worker; lanes get the plan's consumers.
 func TestStrategyConsumers(t *testing.T) {
-	p := newPlan(t, 4, func(d *planner.Design) { d.Lane.Pinned = true })
+	p := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Lane.Pinned = true })
 	box, err := newSandbox(p, "x", "single", 0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestStrategyConsumers(t *testing.T) {
 
 // Every registered strategy can run live.
 func TestEveryRegisteredStrategyRunsLive(t *testing.T) {
-	p := newPlan(t, 2)
+	p := testutil.PlanDesign(t, testutil.Seed(2))
 	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: time.Millisecond})
 	o := Options{Plan: p, Workload: w, Strategies: strategy.All, Lease: strategy.LeaseSettings{TTL: time.Second, Retry: time.Millisecond}}
 	if err := o.Check(); err != nil {
