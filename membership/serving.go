@@ -65,6 +65,43 @@ type LaneServer struct {
 	// at all (recorded at the first try that could not, cleared when it
 	// runs or the message is given up).
 	Outage *Outage `json:"outage,omitempty"`
+	// Window is a key-parallel lane's window as its owner last recorded
+	// it (every RecordEvery while it changes, and when it hands the lane
+	// over): nil on a serial lane.
+	Window *Window `json:"window,omitempty"`
+}
+
+// Window is what the owner of a key-parallel lane holds: the messages
+// delivered to it and not yet settled, out of the lane's keys in flight.
+type Window struct {
+	Size int `json:"size"` // the lane's keys in flight (its max ack pending)
+	// Held counts the messages out: running, waiting behind their key's
+	// running or failed message, or failed and waiting for their
+	// redelivery. Each holds one of the window's Size places.
+	Held int `json:"held"`
+	// Running names the keys with a message running (at most
+	// WindowKeysNamed of them), RunningCount counts them all.
+	Running      []string `json:"running,omitempty"`
+	RunningCount int      `json:"running_count"`
+	Keys         int      `json:"keys"` // distinct keys held
+	// Oldest is the message that has waited longest for its key: nil
+	// when nothing waits.
+	Oldest *Waiting `json:"oldest,omitempty"`
+	// Holder is a key whose messages fill the whole window: no other key
+	// of the lane runs until it moves (a failing key on --on-poison
+	// block).
+	Holder string    `json:"holder,omitempty"`
+	At     time.Time `json:"at"` // when it was recorded
+}
+
+// WindowKeysNamed bounds the running keys a Window names.
+const WindowKeysNamed = 16
+
+// Waiting is a message held back until its key's earlier one is settled.
+type Waiting struct {
+	Key   string    `json:"key"`
+	Seq   uint64    `json:"seq"`
+	Since time.Time `json:"since"` // delivered
 }
 
 // Outage: a lane's message waits because the handler could not run at

@@ -44,6 +44,10 @@ type LaneSettings struct {
 	MaxDeliver    int        `yaml:"max_deliver" json:"max_deliver"`
 	BackOff       []Duration `yaml:"backoff" json:"backoff,omitempty"`
 	MaxAckPending int        `yaml:"max_ack_pending" json:"max_ack_pending"`
+	// KeysInFlight above 1 makes a key-parallel lane: up to that many
+	// messages of distinct keys out at once, one per key (lanes work
+	// gates the keys; the server caps the lane with max ack pending).
+	KeysInFlight int `yaml:"keys_in_flight" json:"keys_in_flight,omitempty"`
 	MaxWaiting    int        `yaml:"max_waiting" json:"max_waiting"`
 	Pinned        bool       `yaml:"pinned" json:"pinned"`
 	PinnedTTL     Duration   `yaml:"pinned_ttl" json:"pinned_ttl,omitempty"`
@@ -62,6 +66,11 @@ const (
 	DefaultAckWait       = 30 * time.Second
 	DefaultMaxDeliver    = -1 // never drop a message silently; inspect flags a stuck lane
 	DefaultMaxAckPending = 1
+	DefaultKeysInFlight  = 1
+	// MaxKeysInFlight bounds keys_in_flight: a window far above the work
+	// one process can run at once buys nothing, and every key in flight
+	// holds a delivered message that in-progress acks keep alive.
+	MaxKeysInFlight = 1024
 	DefaultMaxWaiting    = 512
 	DefaultPinnedTTL     = 2 * time.Minute
 	DefaultStorage       = "file"
@@ -198,6 +207,20 @@ func (d *Design) fillDefaults() error {
 	}
 	if l.MaxDeliver == 0 && !d.isSet("lane.max_deliver") {
 		l.MaxDeliver = DefaultMaxDeliver
+	}
+	if l.KeysInFlight == 0 && !d.isSet("lane.keys_in_flight") {
+		l.KeysInFlight = DefaultKeysInFlight
+	}
+	if l.KeysInFlight > 1 {
+		// A key-parallel lane's window is its max ack pending, and it is
+		// pinned: the server delivers to its one owner only.
+		if d.isSet("lane.max_ack_pending") && l.MaxAckPending != l.KeysInFlight {
+			return d.fieldErr("lane.max_ack_pending", fmt.Sprint(l.MaxAckPending), "is set beside lane.keys_in_flight (%d): a key-parallel lane's max ack pending is its keys in flight; drop max_ack_pending", l.KeysInFlight)
+		}
+		if d.isSet("lane.pinned") && !l.Pinned {
+			return d.fieldErr("lane.pinned", "false", "cannot go with lane.keys_in_flight above 1: a key-parallel lane is pinned, so that the server delivers to its one owner only")
+		}
+		l.MaxAckPending, l.Pinned = l.KeysInFlight, true
 	}
 	if l.MaxAckPending == 0 && !d.isSet("lane.max_ack_pending") {
 		l.MaxAckPending = DefaultMaxAckPending
@@ -372,6 +395,9 @@ func (d *Design) validateLane() error {
 			return d.fieldErr("lane.ack_wait", l.AckWait.String(), "differs from lane.backoff[0] (%s): the server uses backoff[0] as the ack wait; make them equal or drop ack_wait", l.BackOff[0])
 		}
 	}
+	if l.KeysInFlight < 1 || l.KeysInFlight > MaxKeysInFlight {
+		return d.fieldErr("lane.keys_in_flight", fmt.Sprint(l.KeysInFlight), "must be between 1 (a serial lane) and %d", MaxKeysInFlight)
+	}
 	if l.MaxAckPending < 1 {
 		return d.fieldErr("lane.max_ack_pending", fmt.Sprint(l.MaxAckPending), "must be at least 1 (1 keeps each lane strictly serial)")
 	}
@@ -390,7 +416,7 @@ func (d *Design) validateLane() error {
 // warnings are valid choices that weaken the guarantee the tool is for.
 func (d *Design) warnings() []string {
 	var w []string
-	if d.Lane.MaxAckPending > 1 {
+	if d.Lane.MaxAckPending > 1 && d.Lane.KeysInFlight <= 1 {
 		w = append(w, fmt.Sprintf("lane.max_ack_pending is %d: a lane can have several messages out at once, so per-key order is not guaranteed; use 1", d.Lane.MaxAckPending))
 	}
 	if len(d.KeyTokens) > 1 {
@@ -406,7 +432,7 @@ func (d *Design) warnings() []string {
 func Fields() []string {
 	f := []string{"name", "subject", "key_tokens", "partitions", "mapping", "prefix", "destination", "account",
 		"stream.name", "stream.storage", "stream.replicas", "stream.retention", "stream.max_consumers",
-		"lane.ack_wait", "lane.max_deliver", "lane.backoff", "lane.max_ack_pending", "lane.max_waiting",
+		"lane.ack_wait", "lane.max_deliver", "lane.backoff", "lane.max_ack_pending", "lane.keys_in_flight", "lane.max_waiting",
 		"lane.pinned", "lane.pinned_ttl", "lane.replicas"}
 	sort.Strings(f)
 	return f

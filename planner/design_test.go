@@ -179,6 +179,16 @@ func TestBadDesigns(t *testing.T) {
 		{"bad replicas", func(d *Design) { d.Stream.Replicas = 7 }, "", []string{"stream.replicas", "7"}},
 		{"pinned ttl without pinned", func(d *Design) { d.Lane.PinnedTTL = Duration(time.Second); d.SetOrigin("lane.pinned_ttl", "x") }, "x", []string{"lane.pinned_ttl", "pinned is false"}},
 		{"prefix wildcard", func(d *Design) { d.Prefix = "a.*" }, "", []string{"prefix"}},
+		{"keys in flight zero", func(d *Design) { d.SetOrigin("lane.keys_in_flight", "--keys-in-flight") }, "--keys-in-flight", []string{"lane.keys_in_flight", `"0"`, "between 1"}},
+		{"keys in flight absurd", func(d *Design) { d.Lane.KeysInFlight = 5000 }, "", []string{"lane.keys_in_flight", "5000", "1024"}},
+		{"keys in flight beside max ack pending", func(d *Design) {
+			d.Lane.KeysInFlight, d.Lane.MaxAckPending = 8, 4
+			d.SetOrigin("lane.max_ack_pending", "lanes.yaml:7")
+		}, "lanes.yaml:7", []string{"lane.max_ack_pending", "keys_in_flight (8)"}},
+		{"keys in flight unpinned", func(d *Design) {
+			d.Lane.KeysInFlight = 8
+			d.SetOrigin("lane.pinned", "--pinned")
+		}, "--pinned", []string{"lane.pinned", "keys_in_flight above 1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,6 +208,41 @@ func TestBadDesigns(t *testing.T) {
 				t.Fatalf("error %q does not start with its origin %q", msg, tc.origin)
 			}
 		})
+	}
+}
+
+// keys_in_flight K above 1 makes every lane a pinned lane with max ack
+// pending K, tagged with K; 1 (the default) leaves the lane as it was.
+func TestKeysInFlight(t *testing.T) {
+	serial, err := New(seed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := seed()
+	d.Lane.KeysInFlight = 32
+	d.Lane.MaxAckPending = 32
+	d.SetOrigin("lane.max_ack_pending", "--max-ack-pending") // the same value is allowed
+	keyed, err := New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, k := serial.Consumers[3], keyed.Consumers[3]
+	if s.MaxAckPending != 1 || s.PriorityPolicy != "" || s.Metadata[MetaKeysInFlight] != "" {
+		t.Errorf("serial lane %+v", s)
+	}
+	if k.MaxAckPending != 32 || k.PriorityPolicy != "pinned_client" || len(k.PriorityGroups) != 1 || k.Metadata[MetaKeysInFlight] != "32" {
+		t.Errorf("key-parallel lane %+v", k)
+	}
+	if tag, ok := TagOf(k.Metadata); !ok || tag.KeysInFlight != 32 {
+		t.Errorf("tag %+v %v", tag, ok)
+	}
+	if tag, ok := TagOf(s.Metadata); !ok || tag.KeysInFlight != 1 {
+		t.Errorf("serial tag %+v %v", tag, ok)
+	}
+	for _, w := range keyed.Warnings {
+		if strings.Contains(w, "max_ack_pending") {
+			t.Errorf("a key-parallel lane keeps order, yet: %s", w)
+		}
 	}
 }
 

@@ -65,7 +65,7 @@ func recordLines(n *yaml.Node, path, filename string, out map[string]string) {
 // wholeFields are the design's whole-number settings.
 var wholeFields = map[string]bool{
 	"partitions": true, "key_tokens": true, "stream.replicas": true, "stream.max_consumers": true,
-	"lane.max_deliver": true, "lane.max_ack_pending": true, "lane.max_waiting": true, "lane.replicas": true,
+	"lane.max_deliver": true, "lane.max_ack_pending": true, "lane.keys_in_flight": true, "lane.max_waiting": true, "lane.replicas": true,
 }
 
 // wholeNumbers refuses a number with a fraction (or too large for the

@@ -17,6 +17,9 @@ const (
 	MetaPartitions  = "lanes.partitions"
 	MetaSource      = "lanes.source"
 	MetaDestination = "lanes.destination"
+	// MetaKeysInFlight is on key-parallel lanes only (keys_in_flight
+	// above 1): how many keys lanes work runs at once.
+	MetaKeysInFlight = "lanes.keys_in_flight"
 )
 
 // Lane metadata apply adds.
@@ -56,6 +59,8 @@ type Tag struct {
 	Partitions  int
 	Source      string
 	Destination string
+	// KeysInFlight is 1 on a serial lane, K on a key-parallel one.
+	KeysInFlight int
 }
 
 // TagOf reads the lane metadata plan writes on every lane (see MetaDesign);
@@ -71,8 +76,14 @@ func TagOf(metadata map[string]string) (Tag, bool) {
 	if err1 != nil || err2 != nil || n < 1 || p < 0 || p >= n {
 		return Tag{}, false
 	}
+	k := 1
+	if v, ok := metadata[MetaKeysInFlight]; ok {
+		if k, err1 = strconv.Atoi(v); err1 != nil || k < 1 {
+			return Tag{}, false
+		}
+	}
 	return Tag{Design: design, Partition: p, Partitions: n,
-		Source: metadata[MetaSource], Destination: metadata[MetaDestination]}, true
+		Source: metadata[MetaSource], Destination: metadata[MetaDestination], KeysInFlight: k}, true
 }
 
 // Generation records: the stream's metadata.

@@ -192,6 +192,10 @@ func (p *Plan) consumerConfig(lane Lane) ConsumerConfig {
 	for _, b := range d.Lane.BackOff {
 		c.BackOff = append(c.BackOff, b.D())
 	}
+	if d.Lane.KeysInFlight > 1 {
+		c.Description = fmt.Sprintf("lanes %s: key-parallel lane (%d keys in flight) for partition %d of %d", d.Name, d.Lane.KeysInFlight, lane.Partition, d.Partitions)
+		c.Metadata[MetaKeysInFlight] = strconv.Itoa(d.Lane.KeysInFlight)
+	}
 	if d.Lane.Pinned {
 		c.PriorityGroups = []string{PinnedGroup}
 		c.PriorityPolicy = "pinned_client"

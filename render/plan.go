@@ -85,6 +85,9 @@ func laneSettingsText(d planner.Design) string {
 		md = strconv.Itoa(l.MaxDeliver)
 	}
 	out := fmt.Sprintf("pull, explicit ack, max ack pending %d, ack wait %s, max deliver %s", l.MaxAckPending, l.AckWait, md)
+	if l.KeysInFlight > 1 {
+		out = fmt.Sprintf("pull, explicit ack, key-parallel: %d keys in flight, one message per key (max ack pending %d), pinned, ack wait %s, max deliver %s", l.KeysInFlight, l.MaxAckPending, l.AckWait, md)
+	}
 	if len(l.BackOff) > 0 {
 		steps := make([]string, len(l.BackOff))
 		for i, b := range l.BackOff {
