@@ -31,6 +31,10 @@ type Claim struct {
 	Lane string
 	Rec  LaneServer // as last written
 	Rev  uint64     // the record's revision after that write
+	// Prior is the record the take replaced (nil: none): whether the
+	// lane was handed over (Released) or taken from a holder that may
+	// still have had messages out.
+	Prior *LaneServer
 }
 
 // MayTake decides whether instance self may take a lane whose record is
@@ -102,7 +106,7 @@ func (r Records) Take(ctx context.Context, lane string, rec LaneServer, members 
 	if err != nil {
 		return nil, "", err
 	}
-	return &Claim{Lane: lane, Rec: rec, Rev: rev}, "", nil
+	return &Claim{Lane: lane, Rec: rec, Rev: rev, Prior: cur}, "", nil
 }
 
 // Update rewrites a held lane's record, only if it is still the one this

@@ -52,11 +52,15 @@ type lane struct {
 	recorded    time.Time
 	recordedSeq uint64
 	deleted     bool // the server said the lane was deleted
+	switchedNow bool // serve ended to serve the lane the other way
+	pinRestarts int  // sessions begun again for want of a pin (key-parallel)
 
 	release     chan struct{} // closed: finish the message in hand, then stop
 	releaseOnce sync.Once
 	repull      chan struct{} // the lane was resumed, or the connection came back: pull again
 	kick        chan struct{} // the lane's record or the membership changed: try to take it again
+	switching   chan struct{} // its keys in flight went from 1 to more, or back: settle, serve the new way
+	windowAt    time.Time     // when the record last got the window (key-parallel)
 	done        chan struct{}
 
 	// The in-progress ack timer, one per lane, armed while a handler runs.
@@ -66,7 +70,7 @@ type lane struct {
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
-		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), lost: make(chan struct{})}
+		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), lost: make(chan struct{})}
 	l.info.Store(info)
 	l.epoch, l.lapsed = w.fence().Current()
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
@@ -77,6 +81,10 @@ func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 // resume wakes the lane to send a new pull request: after its consumer was
 // resumed, a reconnect, or a new leader for it.
 func (l *lane) resume() { signal(l.repull) }
+
+// remode makes the lane settle what it has out and serve again, serial or
+// key-parallel as its keys in flight now say.
+func (l *lane) remode() { signal(l.switching) }
 
 // wake makes a lane waiting for its holder's hand-over try again.
 func (l *lane) wake() { signal(l.kick) }
@@ -164,8 +172,23 @@ func (l *lane) run() {
 	}
 	l.stats.serving.Store(true)
 	defer l.stats.serving.Store(false)
-	if !l.serve() || l.standing() == membership.Lapsed {
-		return
+	// A lane its last owner served key-parallel may have several
+	// messages out: it is served so until none is.
+	keyed := l.claim.Prior != nil && l.claim.Prior.Window != nil
+	for {
+		var ok bool
+		if keyed || l.info.Load().keys > 1 {
+			ok = l.serveKeyed()
+		} else {
+			ok = l.serve()
+		}
+		if !ok || l.standing() == membership.Lapsed {
+			return
+		}
+		if l.releasing() || l.deleted || l.w.abort.Err() != nil || !l.switched() {
+			break
+		}
+		keyed = false
 	}
 	if l.w.abort.Err() != nil || !l.w.nc.IsConnected() {
 		// Stopping at once, or no server to tell: the others take the
@@ -174,7 +197,7 @@ func (l *lane) run() {
 	}
 	seq := l.processed.Load()
 	hand := func(r *membership.LaneServer) {
-		r.Released, r.InFlight, r.Outage, r.Processed = true, nil, nil, max(r.Processed, seq)
+		r.Released, r.InFlight, r.Outage, r.Window, r.Processed = true, nil, nil, nil, max(r.Processed, seq)
 	}
 	if l.deleted {
 		// The record of a deleted lane says where it was for a while (lanes
@@ -190,6 +213,14 @@ func (l *lane) run() {
 	if err := l.writeRecord(hand); err != nil && !errors.Is(err, membership.ErrClaimLost) {
 		l.w.log.Warn("cannot mark the lane handed over: the next owner takes it when this instance's lease ends", "lane", l.name, "error", err)
 	}
+}
+
+// switched: the lane ended its serving to serve again the other way
+// (serial, key-parallel); it reads the flag once.
+func (l *lane) switched() bool {
+	s := l.switchedNow
+	l.switchedNow = false
+	return s
 }
 
 // take waits until the lane's record lets this instance hold it, and
@@ -291,6 +322,10 @@ func (l *lane) serve() bool {
 			if p.sub != nil {
 				l.ensure(p)
 			}
+		case <-l.switching:
+			l.finish(p)
+			l.switchedNow = true
+			return true
 		case <-l.repull:
 			// nats-server (2.11-2.15) does not wake the requests already
 			// waiting when a paused consumer is resumed through the API; a
@@ -509,6 +544,33 @@ func (l *lane) clearSlow(f *inflight) {
 	_ = l.writeRecord(func(r *membership.LaneServer) { r.InFlight = nil })
 }
 
+// message is what the handler gets of a delivery.
+func (l *lane) message(m *nats.Msg, meta *nats.MsgMetadata) *Msg {
+	info := l.info.Load()
+	msg := &Msg{
+		Stream:    l.w.cfg.Stream,
+		Lane:      l.name,
+		Partition: info.partition,
+		Subject:   m.Subject,
+		Key:       info.keyOf(m.Subject),
+		Seq:       meta.Sequence.Stream,
+		Attempt:   int(meta.NumDelivered),
+		Published: meta.Timestamp,
+		Header:    m.Header,
+		Data:      m.Data,
+		Instance:  l.w.cfg.Instance,
+	}
+	if m.Header.Get("Nats-Pin-Id") != "" {
+		msg.Header = nats.Header{}
+		for k, v := range m.Header {
+			if k != "Nats-Pin-Id" {
+				msg.Header[k] = v
+			}
+		}
+	}
+	return msg
+}
+
 // process runs one message and settles it; false ends the lane.
 func (l *lane) process(p *puller, m *nats.Msg) bool {
 	w := l.w
@@ -519,27 +581,7 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 		l.ask(p)
 		return true
 	}
-	msg := &Msg{
-		Stream:    w.cfg.Stream,
-		Lane:      l.name,
-		Partition: info.partition,
-		Subject:   m.Subject,
-		Key:       info.keyOf(m.Subject),
-		Seq:       meta.Sequence.Stream,
-		Attempt:   int(meta.NumDelivered),
-		Published: meta.Timestamp,
-		Header:    m.Header,
-		Data:      m.Data,
-		Instance:  w.cfg.Instance,
-	}
-	if m.Header.Get("Nats-Pin-Id") != "" {
-		msg.Header = nats.Header{}
-		for k, v := range m.Header {
-			if k != "Nats-Pin-Id" {
-				msg.Header[k] = v
-			}
-		}
-	}
+	msg := l.message(m, meta)
 	start := time.Now()
 	f, err := l.handle(info, m, msg)
 	took := time.Since(start)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +25,12 @@ type laneInfo struct {
 	backoff       []time.Duration
 	maxDeliver    int
 	maxAckPending int
-	group         string // the priority group of a pinned lane, else ""
-	paused        bool
-	layout        *planner.Layout // reads keys from stored subjects; nil when the metadata has no mapping
+	// keys is the lane's keys in flight: 1 on a serial lane; above 1, a
+	// key-parallel lane (see keyed.go), whose window is maxAckPending.
+	keys   int
+	group  string // the priority group of a pinned lane, else ""
+	paused bool
+	layout *planner.Layout // reads keys from stored subjects; nil when the metadata has no mapping
 }
 
 // defaultRetry are the redelivery delays after a failure when the lane has
@@ -60,7 +64,7 @@ func (l *laneInfo) nakDelay(attempt int, want time.Duration) (send, effective ti
 // for the design that the runtime refuses to serve (with why), the
 // consumers the server could not report (cluster: leader not answering),
 // and the lanes of other designs on the stream, counted per design.
-func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout) (map[string]*laneInfo, map[string]string, []string, map[string]int, error) {
+func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout, pins bool) (map[string]*laneInfo, map[string]string, []string, map[string]int, error) {
 	listing, err := api.List(ctx, stream)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -76,7 +80,7 @@ func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, la
 		if !ok || tag.Design != design {
 			continue
 		}
-		info, why := laneFromInfo(ci, tag, layouts)
+		info, why := laneFromInfo(ci, tag, layouts, pins)
 		if why != "" {
 			refused[ci.Name] = why
 			continue
@@ -119,13 +123,24 @@ func (w *Worker) warnNoLanes(found map[string]*laneInfo, refused map[string]stri
 		w.cfg.Design, w.cfg.Stream, there, w.cfg.Design))
 }
 
-func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[string]*planner.Layout) (*laneInfo, string) {
+// laneFromInfo reads what the runtime needs from a lane's consumer info,
+// or says why it is not served. pins: the server has pinned priority
+// groups, which a key-parallel lane needs.
+func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[string]*planner.Layout, pins bool) (*laneInfo, string) {
 	cfg := ci.Config
 	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
 		return nil, "its ack policy is not explicit: a crash would lose the message in flight (recreate the lane with explicit acks: lanes apply can)"
 	}
-	if cfg.MaxAckPending != 1 {
+	keys := max(tag.KeysInFlight, 1)
+	switch {
+	case keys == 1 && cfg.MaxAckPending != 1:
 		return nil, fmt.Sprintf("max ack pending is %d: two messages of the lane could run at once, out of order (lanes apply sets it to 1)", cfg.MaxAckPending)
+	case keys > 1 && !pins:
+		return nil, fmt.Sprintf("it is key-parallel (keys in flight %d), which needs nats-server %s or newer (pinned priority groups)", keys, KeyParallelVersion)
+	case keys > 1 && (cfg.PriorityPolicy != jetstream.PriorityPolicyPinned || len(cfg.PriorityGroups) == 0):
+		return nil, fmt.Sprintf("it is key-parallel (keys in flight %d) but not pinned: the server could deliver its messages to two instances at once (lanes apply pins it)", keys)
+	case keys > 1 && cfg.MaxAckPending < 1:
+		return nil, fmt.Sprintf("it is key-parallel (keys in flight %d) with no max ack pending: the server must bound its window (lanes apply sets it to %d)", keys, keys)
 	}
 	if cfg.DeliverSubject != "" {
 		return nil, "it is a push consumer"
@@ -138,6 +153,7 @@ func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[strin
 		backoff:       cfg.BackOff,
 		maxDeliver:    cfg.MaxDeliver,
 		maxAckPending: cfg.MaxAckPending,
+		keys:          keys,
 		paused:        ci.Paused,
 	}
 	if info.ackWait <= 0 {
@@ -165,4 +181,23 @@ func (l *laneInfo) keyOf(subject string) string {
 	}
 	k, _ := l.layout.StoredKey(subject)
 	return k
+}
+
+// KeyParallelVersion is the first nats-server with pinned priority
+// groups, which key-parallel lanes need.
+const KeyParallelVersion = "2.11.0"
+
+// serverAtLeast says whether a server version ("2.15.2", "2.14.0-beta.1")
+// is at least major.minor; an unreadable version is not.
+func serverAtLeast(version string, major, minor int) bool {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(strings.SplitN(parts[1], "-", 2)[0])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // laneStats are one lane's counters on this instance. They live as long as
@@ -22,8 +24,10 @@ type laneStats struct {
 	since       atomic.Int64  // unix nanos the running handler started; 0 when idle
 	usual       atomic.Int64  // moving average of the processing time, nanos; 0 before the first
 	serving     atomic.Bool
-	outage      atomic.Pointer[LaneOutage] // the message waits because the handler could not run; nil: no
-	hist        prometheus.Observer        // nil without metrics
+	outage      atomic.Pointer[LaneOutage]        // the message waits because the handler could not run; nil: no
+	window      atomic.Pointer[membership.Window] // a key-parallel lane's window; nil: serial, or not served
+	resyncs     atomic.Uint64                     // key-parallel sessions begun again (a pin lost, an ack not confirmed)
+	hist        prometheus.Observer               // nil without metrics
 }
 
 func (s *laneStats) begin() { s.since.Store(time.Now().UnixNano()) }

@@ -29,6 +29,7 @@ type puller struct {
 	pullReply string // <inbox>.p
 	ackPrefix string // <inbox>.a
 	group     string // priority group of a pinned lane
+	batch     int    // messages a request asks for: 1 on a serial lane
 	expiry    time.Duration
 	heartbeat time.Duration
 	sub       *nats.Subscription
@@ -38,6 +39,7 @@ type puller struct {
 
 	pinID       string    // the pin this instance holds, sent with each request
 	outstanding bool      // a request is believed to wait at the server
+	left        int       // messages it may still bring
 	expires     time.Time // when it ends
 	lastHeard   time.Time // last message or heartbeat on the inbox
 	queued      []event   // read while waiting for an ack, not yet acted on
@@ -66,6 +68,7 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time
 		pullReply: inbox + ".p",
 		ackPrefix: inbox + ".a",
 		group:     group,
+		batch:     1,
 		expiry:    expiry,
 		heartbeat: min(max(expiry/6, time.Second), 5*time.Second),
 		ch:        make(chan *nats.Msg, 64),
@@ -83,7 +86,9 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time
 // request sends a new pull request.
 func (p *puller) request() error {
 	var b strings.Builder
-	b.WriteString(`{"batch":1,"expires":`)
+	b.WriteString(`{"batch":`)
+	b.WriteString(strconv.Itoa(p.batch))
+	b.WriteString(`,"expires":`)
 	b.WriteString(strconv.FormatInt(int64(p.expiry), 10))
 	b.WriteString(`,"idle_heartbeat":`)
 	b.WriteString(strconv.FormatInt(int64(p.heartbeat), 10))
@@ -97,7 +102,7 @@ func (p *puller) request() error {
 	}
 	b.WriteByte('}')
 	now := time.Now()
-	p.outstanding, p.expires, p.lastHeard = true, now.Add(p.expiry), now
+	p.outstanding, p.left, p.expires, p.lastHeard = true, p.batch, now.Add(p.expiry), now
 	return p.nc.PublishRequest(p.subject, p.pullReply, []byte(b.String()))
 }
 
@@ -121,7 +126,8 @@ func (p *puller) note(m *nats.Msg) pullEvent {
 	p.lastHeard = time.Now()
 	status := m.Header.Get("Status")
 	if status == "" && len(m.Reply) > 0 {
-		p.outstanding = false // batch of 1: this request is done
+		p.left--
+		p.outstanding = p.left > 0 // the request is done once its batch came
 		if id := m.Header.Get("Nats-Pin-Id"); id != "" {
 			p.pinID = id
 		}

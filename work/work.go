@@ -409,7 +409,7 @@ func (w *Worker) applyMember(ev membership.MemberEvent) {
 // listLanes reads the design's lanes; lanes the server could not report
 // (a cluster leader not answering) keep their last known settings.
 func (w *Worker) listLanes(ctx context.Context) error {
-	found, refused, missing, others, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts)
+	found, refused, missing, others, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts, serverAtLeast(w.nc.ConnectedServerVersion(), 2, 11))
 	if jsapi.IsStreamNotFound(err) {
 		found, refused, err = map[string]*laneInfo{}, map[string]string{}, nil
 		w.log.Warn("stream not found: no lanes to serve", "stream", w.cfg.Stream)
@@ -457,8 +457,12 @@ func (w *Worker) listLanes(ctx context.Context) error {
 	w.lanes, w.refused, w.joined = found, refused, true
 	for name, l := range w.running {
 		if info, ok := found[name]; ok {
-			if old := l.info.Swap(info); old.paused && !info.paused {
+			old := l.info.Swap(info)
+			if old.paused && !info.paused {
 				l.resume()
+			}
+			if (old.keys > 1) != (info.keys > 1) {
+				l.remode() // serial <-> key-parallel: settle, then serve in the new way
 			}
 		}
 	}
@@ -607,6 +611,16 @@ func (w *Worker) shutdown(ls *membership.Session) error {
 		}
 	}
 	w.mu.Unlock()
+	grace := time.NewTimer(w.cfg.Grace)
+	defer grace.Stop()
+	// A key-parallel lane is handed over before this instance leaves: its
+	// next owner must not find it with messages this one still runs
+	// (max ack pending does not hold it back as it holds a serial lane).
+	for _, l := range lanes {
+		if l.info.Load().keys > 1 {
+			w.waitLane(l, grace)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	leaveErr := ls.Leave(ctx, w.cfg.Timeout)
 	if leaveErr != nil {
@@ -616,22 +630,8 @@ func (w *Worker) shutdown(ls *membership.Session) error {
 	if w.abort.Err() == nil {
 		w.log.Info("stopping: finishing messages in flight", "in_flight", inFlight, "grace", w.cfg.Grace.String())
 	}
-	grace := time.NewTimer(w.cfg.Grace)
-	defer grace.Stop()
 	for _, l := range lanes {
-		select {
-		case <-l.done:
-			continue
-		case <-grace.C:
-			w.mu.Lock()
-			if w.abortedBy == nil {
-				w.abortedBy = ErrGraceExpired
-			}
-			w.mu.Unlock()
-			w.abortFn()
-		case <-w.abort.Done():
-		}
-		<-l.done
+		w.waitLane(l, grace)
 	}
 	for _, l := range lanes {
 		l.stats.serving.Store(false)
@@ -641,6 +641,24 @@ func (w *Worker) shutdown(ls *membership.Session) error {
 	w.running = map[string]*lane{}
 	w.leaveErr = leaveErr
 	return w.abortedBy
+}
+
+// waitLane waits until lane l has stopped; when the grace period ends
+// first, the worker aborts (handlers are stopped, messages handed back).
+func (w *Worker) waitLane(l *lane, grace *time.Timer) {
+	select {
+	case <-l.done:
+		return
+	case <-grace.C:
+		w.mu.Lock()
+		if w.abortedBy == nil {
+			w.abortedBy = ErrGraceExpired
+		}
+		w.mu.Unlock()
+		w.abortFn()
+	case <-w.abort.Done():
+	}
+	<-l.done
 }
 
 // unpin releases a pinned lane's pin so the next pull gets it at once.
