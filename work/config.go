@@ -95,6 +95,10 @@ type Config struct {
 	// runs beside the message's redelivery. Never set it to process
 	// messages.
 	NoProgressAcks bool
+
+	// noFence (tests only) lets a key-parallel session run without waiting
+	// to be in sync: the test that shows the fence matters.
+	noFence bool
 }
 
 // bucketName: what a KV bucket may be called.

@@ -635,7 +635,7 @@ func (k *keyed) sync() {
 		k.later()
 		return
 	}
-	if ci.NumAckPending != len(k.bySeq) || ci.Delivered.Consumer != max(k.lastDseq, k.syncBase) {
+	if (ci.NumAckPending != len(k.bySeq) || ci.Delivered.Consumer != max(k.lastDseq, k.syncBase)) && !l.w.cfg.noFence {
 		k.later()
 		return
 	}

@@ -146,3 +146,67 @@ type windowView struct {
 	Holder string
 	Held   int
 }
+
+// TestTakeOverWaitsForTheMessagesOut is the fence of key-parallel lanes:
+// instance a holds alice's first three messages (the first one running,
+// the others waiting behind it) when it is killed; b takes the lane and
+// then gets alice's fourth message, new, while the first three are still
+// out with a (their ack wait is 10s). b must run nothing until they came
+// back to it: the judge finds every key in order. Without the fence
+// (noFence) b runs alice's fourth message first, and the judge counts
+// the violation: the test shows the fence is what keeps the order.
+func TestTakeOverWaitsForTheMessagesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits out a 10s ack wait")
+	}
+	t.Parallel()
+	for _, fenced := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fenced", false: "without the fence"}[fenced], func(t *testing.T) {
+			t.Parallel()
+			s, _, js, p := setup(t, "orders", 1, keysInFlight(8, 10*time.Second))
+			keys := keysOn(t, p, 0, 2)
+			alice := keys[0]
+			run := ordercheck.New(t, p, keys, 6, func(instance string) time.Duration {
+				if instance == "a/alice" {
+					return time.Hour // runs until a dies
+				}
+				return time.Millisecond
+			})
+			aHandler := HandlerFunc(func(ctx context.Context, m *Msg) error {
+				who := "a"
+				if m.Key == alice {
+					who = "a/alice"
+				}
+				if !run.Execute(ctx, who, m.Partition, m.Seq) {
+					return ctx.Err()
+				}
+				return nil
+			})
+			cfg := func(name string) Config {
+				return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 2 * time.Second, noFence: !fenced}
+			}
+			a := startWorker(t, s.URL(), cfg("a"), aHandler)
+			run.PublishRange(context.Background(), t, js, 0, 6, 0) // alice 1-3 and bob 1-3, round robin
+			testutil.WaitFor(t, "a holding alice's three messages, bob's acked", 20*time.Second, func() bool {
+				win := laneWindow(a, p.Lanes[0].Name)
+				return win != nil && win.Held == 3 && a.w.Stats().Processed == 3
+			})
+			a.kill(t)
+			b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
+			testutil.WaitFor(t, "b serving the lane", 20*time.Second, func() bool { return settled(p, 1, 1, b) })
+			run.PublishRange(context.Background(), t, js, 6, 12, 0)
+			testutil.WaitFor(t, "every message", 60*time.Second, run.Done)
+			res := run.Rec.Result()
+			if !fenced {
+				if res.OrderViolations == 0 {
+					t.Errorf("no violation without the fence: the test does not show what the fence does (%s)", ordercheck.Summary(res))
+				}
+				return
+			}
+			run.Check(t)
+			if res.Redeliveries == 0 {
+				t.Error("alice's first message was never run again after a died")
+			}
+		})
+	}
+}
