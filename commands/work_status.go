@@ -55,6 +55,15 @@ func (s *workStatus) run(w *work.Worker, log *slog.Logger, every time.Duration) 
 				attrs := []any{"serving", st.Serving, "lanes", st.Lanes, "instances", st.Members,
 					"processed", st.Processed, "per_second", fmt.Sprintf("%.1f", rate), "failed", st.Failed,
 					"parked", st.Parked, "terminated", st.Terminated, "in_flight", st.InFlight, "oldest", st.Oldest.Round(time.Millisecond).String()}
+				if st.Window > 0 {
+					attrs = append(attrs, "window", fmt.Sprintf("%d/%d", st.Held, st.Window), "keys_running", st.KeysRunning)
+					if st.OldestWaitingKey != "" {
+						attrs = append(attrs, "oldest_waiting_key", st.OldestWaitingKey, "oldest_waiting", st.OldestWaiting.Round(time.Millisecond).String())
+					}
+					for lane, key := range st.Holders {
+						attrs = append(attrs, "window_held_by", lane+":"+key)
+					}
+				}
 				if st.Outages > 0 {
 					attrs = append(attrs, "handler_outage_lanes", st.Outages, "handler_outage_for", now.Sub(st.OutageSince).Round(time.Second).String(), "handler_outage", st.OutageReason)
 				}
@@ -76,6 +85,15 @@ func statusText(st work.Stats, rate float64) string {
 	}
 	if st.InFlight > 0 {
 		text += fmt.Sprintf(" · %d in flight (oldest %s)", st.InFlight, st.Oldest.Round(100*time.Millisecond))
+	}
+	if st.Window > 0 {
+		text += fmt.Sprintf(" · window %d/%d, %d key%s running", st.Held, st.Window, st.KeysRunning, plural(st.KeysRunning))
+		if st.OldestWaitingKey != "" {
+			text += fmt.Sprintf(" (%s waiting %s)", planner.Printable(st.OldestWaitingKey, 40), st.OldestWaiting.Round(100*time.Millisecond))
+		}
+		if n := len(st.Holders); n > 0 {
+			text += fmt.Sprintf(" · %d lane%s held by one key", n, plural(n))
+		}
 	}
 	if st.Outages > 0 {
 		text += fmt.Sprintf(" · handler outage for %s on %d lane%s: %s", time.Since(st.OutageSince).Round(time.Second), st.Outages, plural(st.Outages), planner.Printable(st.OutageReason, 80))

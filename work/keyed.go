@@ -56,6 +56,7 @@ type held struct {
 	heard   time.Time // the server's last answer about it
 	lastWPI time.Time // the last in-progress ack sent
 	running bool
+	started time.Time // when its handler started, while it runs
 	cancel  context.CancelCauseFunc
 	// settling: an ack or term was sent; the key waits for the answer.
 	settling *settling
@@ -285,6 +286,12 @@ func (k *keyed) on(e event) error {
 		if l.standing() == membership.Lapsed {
 			return nil // another instance may hold the lane: dropped unrun
 		}
+		if k.draining {
+			if _, held := k.bySeq[seqOf(e.m)]; !held {
+				_ = e.m.Respond([]byte("-NAK")) // for the next owner
+				return nil
+			}
+		}
 		if err := k.pinned(e.m); err != nil {
 			return err
 		}
@@ -319,6 +326,15 @@ func (k *keyed) on(e event) error {
 }
 
 var errLaneGone = errors.New("lane deleted")
+
+// seqOf is a delivery's stream sequence (0 if it has none).
+func seqOf(m *nats.Msg) uint64 {
+	meta, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return meta.Sequence.Stream
+}
 
 // pinned checks a delivery's pin: the session's deliveries all carry one
 // pin. A session in sync before its first delivery (an idle lane) checks
@@ -401,7 +417,7 @@ func (k *keyed) start(h *held) {
 	l := k.l
 	info := l.info.Load()
 	ctx, cancel := context.WithCancelCause(l.w.abort)
-	h.running, h.cancel = true, cancel
+	h.running, h.cancel, h.started = true, cancel, time.Now()
 	k.running++
 	if k.running == 1 {
 		l.stats.begin()
@@ -574,7 +590,11 @@ func (k *keyed) tick() error {
 	l, w := k.l, k.l.w
 	info := l.info.Load()
 	now := time.Now()
+	oldest := time.Time{}
 	for _, h := range k.bySeq {
+		if h.running && (oldest.IsZero() || h.started.Before(oldest)) {
+			oldest = h.started
+		}
 		if h.m == nil || h.settling != nil {
 			continue
 		}
@@ -595,6 +615,9 @@ func (k *keyed) tick() error {
 			h.lastWPI = now
 			_ = w.nc.PublishRequest(h.m.Reply, k.p.ackPrefix+"w"+strconv.FormatUint(h.seq, 10), []byte("+WPI"))
 		}
+	}
+	if !oldest.IsZero() {
+		l.stats.since.Store(oldest.UnixNano()) // the age of the oldest message running
 	}
 	for _, h := range k.acks {
 		if now.Sub(h.settling.sent) < w.cfg.Timeout {
@@ -654,15 +677,10 @@ func (k *keyed) later() {
 }
 
 // drain stops pulling: the session ends once what is held has run and is
-// settled, or can go no further (a key waits for a redelivery).
-func (k *keyed) drain() {
-	k.draining = true
-	if k.p.sub != nil {
-		for _, m := range k.p.stop() {
-			k.deliver(m) // held, so that it runs or is counted
-		}
-	}
-}
+// settled, or can go no further (a key waits for a redelivery). The inbox
+// stays open for the answers to its acks; what a request still waiting at
+// the server brings meanwhile is given back at once.
+func (k *keyed) drain() { k.draining = true }
 
 // cancelAll stops every running handler.
 func (k *keyed) cancelAll(cause error) {

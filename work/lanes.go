@@ -132,6 +132,9 @@ func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[strin
 		return nil, "its ack policy is not explicit: a crash would lose the message in flight (recreate the lane with explicit acks: lanes apply can)"
 	}
 	keys := max(tag.KeysInFlight, 1)
+	if cfg.MaxAckPending == 1 {
+		keys = 1 // one message out at a time: serial, whatever the metadata says
+	}
 	switch {
 	case keys == 1 && cfg.MaxAckPending != 1:
 		return nil, fmt.Sprintf("max ack pending is %d: two messages of the lane could run at once, out of order (lanes apply sets it to 1)", cfg.MaxAckPending)

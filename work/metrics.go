@@ -93,6 +93,12 @@ var (
 	descAge        = prometheus.NewDesc("lanes_work_in_flight_age_seconds", "How long the message in flight has been processed (0: idle).", []string{"stream", "lane"}, nil)
 	descServing    = prometheus.NewDesc("lanes_work_serving", "1 while this instance serves the lane.", []string{"stream", "lane"}, nil)
 	descOutage     = prometheus.NewDesc("lanes_work_handler_outage", "1 while the lane's message waits because the handler could not run (a missing program, a refused connection, a closed stdout): nothing is parked, the handler is tried again.", []string{"stream", "lane"}, nil)
+	descWindow     = prometheus.NewDesc("lanes_work_window", "A key-parallel lane's keys in flight: the messages it may have out at once (absent on a serial lane).", []string{"stream", "lane"}, nil)
+	descHeld       = prometheus.NewDesc("lanes_work_window_held", "Messages a key-parallel lane has out: running, or waiting behind their key.", []string{"stream", "lane"}, nil)
+	descKeysRun    = prometheus.NewDesc("lanes_work_keys_running", "Keys of a key-parallel lane with a message running.", []string{"stream", "lane"}, nil)
+	descOldestWait = prometheus.NewDesc("lanes_work_oldest_waiting_seconds", "How long the message that has waited longest behind its key has waited (0: none waits).", []string{"stream", "lane"}, nil)
+	descHolder     = prometheus.NewDesc("lanes_work_window_held_by_one_key", "1 while one key's messages fill a key-parallel lane's whole window: no other key of the lane runs.", []string{"stream", "lane", "key"}, nil)
+	descResyncs    = prometheus.NewDesc("lanes_work_resyncs_total", "Key-parallel sessions begun again (a pin lost, an ack the server did not confirm).", []string{"stream", "lane"}, nil)
 	descMembers    = prometheus.NewDesc("lanes_work_members", "Live instances of the design seen in the membership.", []string{"stream", "design"}, nil)
 	descLanes      = prometheus.NewDesc("lanes_work_lanes", "Lanes of the design found on the stream.", []string{"stream", "design"}, nil)
 )
@@ -100,7 +106,8 @@ var (
 type workCollector Metrics
 
 func (c *workCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descOutage, descMembers, descLanes} {
+	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descOutage,
+		descWindow, descHeld, descKeysRun, descOldestWait, descHolder, descResyncs, descMembers, descLanes} {
 		ch <- d
 	}
 }
@@ -128,6 +135,20 @@ func (c *workCollector) Collect(ch chan<- prometheus.Metric) {
 			outage = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descOutage, prometheus.GaugeValue, outage, stream, name)
+		if win := s.window.Load(); win != nil {
+			ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(win.Size), stream, name)
+			ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(win.Held), stream, name)
+			ch <- prometheus.MustNewConstMetric(descKeysRun, prometheus.GaugeValue, float64(win.RunningCount), stream, name)
+			wait := 0.0
+			if win.Oldest != nil {
+				wait = now.Sub(win.Oldest.Since).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(descOldestWait, prometheus.GaugeValue, wait, stream, name)
+			if win.Holder != "" {
+				ch <- prometheus.MustNewConstMetric(descHolder, prometheus.GaugeValue, 1, stream, name, win.Holder)
+			}
+			ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.resyncs.Load()), stream, name)
+		}
 	}
 	st := w.Stats()
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(st.Members), stream, w.cfg.Design)

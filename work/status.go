@@ -28,6 +28,17 @@ type Stats struct {
 	Outages      int
 	OutageSince  time.Time
 	OutageReason string
+	// Key-parallel lanes (keys in flight above 1) this instance serves:
+	// their windows' places (Window) and the messages out in them (Held),
+	// the keys with a message running, and the message that has waited
+	// longest behind its key (OldestWaiting, its key OldestWaitingKey).
+	Window           int
+	Held             int
+	KeysRunning      int
+	OldestWaiting    time.Duration
+	OldestWaitingKey string
+	// Holders are the key-parallel lanes one key fills: lane -> key.
+	Holders map[string]string
 }
 
 // Stats reads the worker's counters.
@@ -36,7 +47,21 @@ func (w *Worker) Stats() Stats {
 	defer w.mu.Unlock()
 	now := time.Now()
 	st := Stats{Instance: w.cfg.Instance, Members: len(w.members), Lanes: len(w.lanes), Refused: len(w.refused)}
-	for _, s := range w.stats {
+	for name, s := range w.stats {
+		if win := s.window.Load(); win != nil {
+			st.Window += win.Size
+			st.Held += win.Held
+			st.KeysRunning += win.RunningCount
+			if o := win.Oldest; o != nil && now.Sub(o.Since) > st.OldestWaiting {
+				st.OldestWaiting, st.OldestWaitingKey = now.Sub(o.Since), o.Key
+			}
+			if win.Holder != "" {
+				if st.Holders == nil {
+					st.Holders = map[string]string{}
+				}
+				st.Holders[name] = win.Holder
+			}
+		}
 		st.Processed += s.processed.Load()
 		st.Failed += s.failed.Load()
 		st.Parked += s.parked.Load()
