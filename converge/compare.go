@@ -47,6 +47,7 @@ func Compute(p *planner.Plan, live *Live, o Options) *Diff {
 	d.otherLanes(inv, rp)
 	d.compareStream(inv, rp)
 	d.checkTopology()
+	d.checkKeysInFlight()
 	d.accountNotes(rp)
 	d.summariseRefusals()
 	return d
@@ -307,6 +308,7 @@ func (d *Diff) planLane(i int, inv *inventory, rp *repartitionState, start uint6
 		return lc
 	}
 	lc.Changes = consumerChanges(ci.Config, lc.want)
+	lc.KeysInFlight = keysInFlightChange(ci.Config.Metadata, lc.want.Metadata)
 	lc.placeholder = ph
 	lc.Action = d.laneAction(&lc, ci, inv)
 	if lc.Action == ActionRefused {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func consumerChanges(live jetstream.ConsumerConfig, want planner.ConsumerConfig)
 		got.DeliverPolicy, got.OptStartSeq = "all", 0
 	}
 	got.PauseUntil, want.PauseUntil = nil, nil
-	got.Metadata = onlyKeys(got.Metadata, want.Metadata)
+	got.Metadata = designKeys(got.Metadata, want.Metadata)
 	if live.DeliverSubject == "" && reflect.DeepEqual(got, want) {
 		return nil // the common case, without comparing field by field
 	}
@@ -113,11 +114,21 @@ func consumerChanges(live jetstream.ConsumerConfig, want planner.ConsumerConfig)
 	return out
 }
 
-// onlyKeys keeps the keys of m that want has: the design's metadata, not
-// the server's (_nats.*) nor other tools'.
-func onlyKeys(m, want map[string]string) map[string]string {
+// optionalTags are lane tags a design writes only on some lanes: a lane
+// that has one the design no longer wants loses it (a key-parallel lane
+// made serial again must not stay tagged with its old keys in flight).
+var optionalTags = []string{planner.MetaKeysInFlight}
+
+// designKeys keeps the keys of m the design decides: those want has, and
+// the optional tags. Not the server's (_nats.*), nor other tools'.
+func designKeys(m, want map[string]string) map[string]string {
 	out := make(map[string]string, len(want))
 	for k := range want {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	for _, k := range optionalTags {
 		if v, ok := m[k]; ok {
 			out[k] = v
 		}
@@ -125,22 +136,32 @@ func onlyKeys(m, want map[string]string) map[string]string {
 	return out
 }
 
-// metadataChanges compares the keys the design sets.
+// metadataChanges compares the keys the design decides (designKeys): a
+// key got has and want has not is removed (New null).
 func metadataChanges(got, want map[string]string) []FieldChange {
 	keys := make([]string, 0, len(want))
 	for k := range want {
 		keys = append(keys, k)
 	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
 	sort.Strings(keys)
 	var out []FieldChange
 	for _, k := range keys {
-		old, ok := got[k]
-		if ok && old == want[k] {
+		old, had := got[k]
+		nu, wanted := want[k]
+		if had && wanted && old == nu {
 			continue
 		}
-		fc := FieldChange{Field: "metadata." + k, Old: orNull(nil), New: raw(want[k])}
-		if ok {
+		fc := FieldChange{Field: "metadata." + k, Old: orNull(nil), New: orNull(nil)}
+		if had {
 			fc.Old = raw(old)
+		}
+		if wanted {
+			fc.New = raw(nu)
 		}
 		out = append(out, fc)
 	}
@@ -183,11 +204,12 @@ func updateBody(live jetstream.ConsumerConfig, want planner.ConsumerConfig) map[
 }
 
 // mergeMetadata keeps other tools' keys and the design's; the server's own
-// _nats.* keys are left for the server to write.
+// _nats.* keys are left for the server to write, and an optional tag the
+// design does not want is dropped.
 func mergeMetadata(live, want map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range live {
-		if !strings.HasPrefix(k, "_nats.") {
+		if !strings.HasPrefix(k, "_nats.") && !slices.Contains(optionalTags, k) {
 			out[k] = v
 		}
 	}

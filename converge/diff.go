@@ -151,6 +151,9 @@ type LaneChange struct {
 	Partitions int           `json:"partitions"` // the lane's generation
 	Action     Action        `json:"action"`
 	Changes    []FieldChange `json:"changes,omitempty"`
+	// KeysInFlight is set when the change makes the lane's keys in flight
+	// (lane.keys_in_flight) another number: part of an ordinary update.
+	KeysInFlight *KeysInFlightChange `json:"keys_in_flight,omitempty"`
 	// Held: created or kept paused until a repartition's old lanes drain.
 	Held bool `json:"held,omitempty"`
 	// Backlog is num_pending + num_ack_pending when it was read.

@@ -8,7 +8,8 @@ import (
 
 // Topology is what the connection says about the servers behind it:
 // enough to know before the first write what the server will refuse for
-// its size (replicas: 3 on a single server).
+// its size (replicas: 3 on a single server), or its version (key-parallel
+// lanes on a server older than 2.14).
 type Topology struct {
 	// Clustered: the server is part of a cluster.
 	Clustered bool
@@ -16,6 +17,9 @@ type Topology struct {
 	// given and those the cluster advertises); 1 when not clustered. A
 	// cluster that does not advertise its servers may have more.
 	Servers int
+	// Version is the connected server's version, as its INFO says ("":
+	// unknown).
+	Version string
 }
 
 // TopologyOf reads the topology from the connection's server info: no request.
@@ -23,10 +27,11 @@ func TopologyOf(conn *connect.Conn) Topology {
 	if conn == nil || conn.NC == nil {
 		return Topology{}
 	}
+	version := conn.NC.ConnectedServerVersion()
 	if conn.NC.ConnectedClusterName() == "" {
-		return Topology{Servers: 1}
+		return Topology{Servers: 1, Version: version}
 	}
-	return Topology{Clustered: true, Servers: len(conn.NC.Servers())}
+	return Topology{Clustered: true, Servers: len(conn.NC.Servers()), Version: version}
 }
 
 // checkTopology refuses, before anything is written, what the server

@@ -35,6 +35,7 @@ func (j *judge) judgeLanes() {
 		}
 		j.longRunning(l)
 		j.handlerOutage(l)
+		j.keyWindow(l)
 		j.pause(l)
 		if p, ok := j.mismatched[l.Name]; ok {
 			j.add(Finding{Severity: Warning, Code: "metadata_mismatch", Lane: l.Name,
@@ -44,12 +45,24 @@ func (j *judge) judgeLanes() {
 	}
 }
 
-// order: a lane must deliver one message at a time and learn of its end.
+// order: a lane must deliver one message at a time and learn of its end;
+// a key-parallel lane (its tag says keys in flight K) lets K out, one per
+// key, which lanes work gates, and needs its pinned group.
 func (j *judge) order(l *Lane) {
-	if l.MaxAckPending > 1 {
+	switch {
+	case l.MaxAckPending > 1 && !l.KeyParallel():
 		j.add(Finding{Severity: Critical, Code: "max_ack_pending", Lane: l.Name,
 			Message: fmt.Sprintf("lane %s lets %d messages out at once (max ack pending %d): its keys are not processed in order", l.Name, l.MaxAckPending, l.MaxAckPending),
-			Advice:  "set max ack pending to 1 (the design default); it can be changed on the live lane with lanes apply"})
+			Advice:  "set max ack pending to 1 (the design default); it can be changed on the live lane with lanes apply; to run several keys of a lane at once in order, use lane.keys_in_flight with lanes work"})
+	case l.KeyParallel() && l.MaxAckPending != l.KeysInFlight:
+		j.add(Finding{Severity: Warning, Code: "keys_in_flight_mismatch", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s is tagged with %d keys in flight (lanes.keys_in_flight) but its max ack pending is %d: it was changed outside lanes apply, and the server's window is not the one lanes work runs", l.Name, l.KeysInFlight, l.MaxAckPending),
+			Advice:  fmt.Sprintf("re-apply the design (lanes apply sets max ack pending back to %d, in place), or change lane.keys_in_flight in the design and apply that", l.KeysInFlight)})
+	}
+	if l.KeyParallel() && l.PinnedTTL == 0 {
+		j.add(Finding{Severity: Warning, Code: "keys_in_flight_unpinned", Lane: l.Name,
+			Message: fmt.Sprintf("key-parallel lane %s (%d keys in flight) has no pinned-client priority group: the server delivers to any worker that pulls, so two instances that both believe they own the lane could run one key's messages at once", l.Name, l.KeysInFlight),
+			Advice:  "re-apply the design: lanes apply gives every key-parallel lane its pinned group, in place"})
 	}
 	if l.AckPolicy == "none" {
 		j.add(Finding{Severity: Critical, Code: "ack_none", Lane: l.Name,
@@ -60,7 +73,10 @@ func (j *judge) order(l *Lane) {
 
 // timings: settings that contradict each other or lose the lane.
 func (j *judge) timings(l *Lane) {
-	if l.PinnedTTL > 0 && l.AckWait < l.PinnedTTL {
+	// A key-parallel lane is pinned for its fence, not for failover: only
+	// lanes work serves it, and lanes work unpins a lane it takes (its
+	// pin check), so the pin's TTL does not delay a take-over.
+	if l.PinnedTTL > 0 && l.AckWait < l.PinnedTTL && !l.KeyParallel() {
 		j.add(Finding{Severity: Warning, Code: "ack_wait_below_pinned_ttl", Lane: l.Name,
 			Message: fmt.Sprintf("lane %s has ack wait %s, shorter than its pinned TTL %s: when the pinned worker dies, its message waits for the pin to move, not for the ack wait", l.Name, fmtDuration(l.AckWait), fmtDuration(l.PinnedTTL)),
 			Advice:  "make ack wait at least the pinned TTL, or lower the pinned TTL, so failover time is what the settings say"})
@@ -104,7 +120,9 @@ func (j *judge) head(l *Lane) {
 		j.add(Finding{Severity: Warning, Code: "redelivered", Lane: l.Name,
 			Message: fmt.Sprintf("lane %s: %s was delivered %d times: the workers keep failing on it, and its lane waits (a poison message)", l.Name, head, d),
 			Advice:  "read the workers' errors for this message; fix it or +TERM it: the lane stays blocked until it is acked"})
-	case l.MaxAckPending > 1 && l.Redelivered > 0:
+	case l.MaxAckPending > 1 && l.Redelivered > 0 && !l.KeyParallel():
+		// A key-parallel lane's redeliveries are its failing keys': its
+		// window says which (keyWindow).
 		j.add(Finding{Severity: Warning, Code: "redelivered", Lane: l.Name,
 			Message: fmt.Sprintf("lane %s has %d message(s) being redelivered", l.Name, l.Redelivered),
 			Advice:  "read the workers' errors: messages that fail repeatedly block their keys"})
@@ -234,6 +252,48 @@ func (j *judge) handlerOutage(l *Lane) {
 		Message: fmt.Sprintf("lane %s: lanes work instance %s cannot run its handler (for %s: %s); the lane's message waits and is tried again, nothing is parked or terminated",
 			l.Name, srv.Instance, fmtDuration(nonNegative(l.At.Sub(o.Since))), o.Reason),
 		Advice: fmt.Sprintf("fix what the handler needs on %s (the --exec program, the --http service, lanes work's stdout): lanes work goes on by itself once it runs", srv.Instance)})
+}
+
+// keyWindow: what the owner of a key-parallel lane records about its
+// window. A key whose messages fill the whole window stops every other key
+// of the lane (its first message keeps failing, on --on-poison block, or
+// runs long, and its later ones wait behind it); a message that has
+// waited longer than the lane's ack wait for its key's earlier one says
+// that one fails or runs long, while the other keys go on. The record is
+// the live owner's only (Lane.Window), as for long_running; a holder the
+// server no longer shows (the lane below its cap) has moved since.
+func (j *judge) keyWindow(l *Lane) {
+	w := l.Window()
+	if w == nil {
+		return
+	}
+	srv := l.Server
+	oldest, waited, waiting := l.OldestWaiting()
+	if w.Holder != "" && l.AtCap() {
+		f := Finding{Severity: Warning, Code: "key_holds_window", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s: key %s holds the lane's whole window (%d of %d messages out are its own): its first message keeps failing or runs long, the others wait behind it, and no other key of the lane runs until it moves",
+				l.Name, planner.Printable(w.Holder, 200), w.Held, w.Size)}
+		if waiting && oldest.Key == w.Holder {
+			f.Message += fmt.Sprintf(" (its oldest waiting message, stream sequence %d, has waited %s)", oldest.Seq, fmtDuration(waited))
+		}
+		f.Advice = fmt.Sprintf("read lanes work's errors for key %s on %s and fix the handler; or set the message aside: lanes work --on-poison park --dead-letter SUBJECT parks it after --park-after failures, a handler exit 65 terminates it, and the key goes on. A larger keys_in_flight only postpones this",
+			planner.Printable(w.Holder, 200), srv.Instance)
+		j.add(f)
+		if waiting && oldest.Key == w.Holder {
+			return // one fact
+		}
+	}
+	wait := l.AckWait
+	if wait <= 0 {
+		wait = defaultAckWait
+	}
+	if waiting && waited > wait {
+		j.add(Finding{Severity: Warning, Code: "key_waiting", Lane: l.Name,
+			Message: fmt.Sprintf("lane %s: a message of key %s (stream sequence %d) has waited %s for the key's earlier message, longer than the lane's ack wait (%s): that message keeps failing or runs long; the lane's other keys go on",
+				l.Name, planner.Printable(oldest.Key, 200), oldest.Seq, fmtDuration(waited), fmtDuration(wait)),
+			Advice: fmt.Sprintf("read lanes work's errors for key %s on %s; --on-poison park sets a failing message aside, --max-process-time bounds a long one",
+				planner.Printable(oldest.Key, 200), srv.Instance)})
+	}
 }
 
 func headText(l *Lane) string {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
 )
 
@@ -74,8 +75,12 @@ type Lane struct {
 	Partitions int
 	Filter     string
 	Tagged     bool // created by lanes (found by metadata), not inferred from its filter
-	State      State
-	Reason     string // why the server reports it offline
+	// KeysInFlight is what the lane's lanes tag says: 1 for a serial lane,
+	// K for a key-parallel one (lane.keys_in_flight); 0 for a lane lanes
+	// did not create.
+	KeysInFlight int
+	State        State
+	Reason       string // why the server reports it offline
 
 	Pending       uint64 // matching messages not yet delivered
 	AckPending    int    // delivered, not yet acknowledged
@@ -143,6 +148,34 @@ func (l Lane) SinceAck() (time.Duration, bool) { return since(l.At, l.LastAck) }
 
 // AtCap reports whether the lane has as many messages out as it may.
 func (l Lane) AtCap() bool { return l.MaxAckPending > 0 && l.AckPending >= l.MaxAckPending }
+
+// KeyParallel reports whether the lane's tag says it runs several keys at
+// once (keys in flight above 1): lanes work gates it per key, so its max
+// ack pending above 1 keeps per-key order.
+func (l Lane) KeyParallel() bool { return l.KeysInFlight > 1 }
+
+// Window is a key-parallel lane's window as the lanes work instance that
+// serves it last recorded it; nil for a serial lane, for a lane no live
+// instance serves (gone, handing over: the record is the old owner's),
+// and for a record written before that instance took the lane.
+func (l Lane) Window() *membership.Window {
+	srv := l.Server
+	if !l.KeyParallel() || srv == nil || srv.Gone || srv.Window == nil || srv.Window.At.Before(srv.Since) {
+		return nil
+	}
+	return srv.Window
+}
+
+// OldestWaiting is the message of the lane's window that has waited
+// longest for its key's earlier message, and for how long (at the
+// lane's server time); false when none waits.
+func (l Lane) OldestWaiting() (membership.Waiting, time.Duration, bool) {
+	w := l.Window()
+	if w == nil || w.Oldest == nil {
+		return membership.Waiting{}, 0, false
+	}
+	return *w.Oldest, nonNegative(l.At.Sub(w.Oldest.Since)), true
+}
 
 // Generation is the partitioning the lane belongs to, e.g. "n8".
 func (l Lane) Generation() string { return planner.Generation(l.Partitions) }

@@ -230,7 +230,9 @@ func (j *judge) laneOf(ci *jetstream.ConsumerInfo, layouts []*layout) (Lane, *la
 				break
 			}
 		}
-		return newLane(ci, filter, tag.Design, tag.Partition, tag.Partitions, true), home, true
+		lane := newLane(ci, filter, tag.Design, tag.Partition, tag.Partitions, true)
+		lane.KeysInFlight = tag.KeysInFlight
+		return lane, home, true
 	}
 	// A push consumer is not a lane (lanes are pull consumers: lanes work
 	// pulls, lanes apply creates pull consumers), whatever its filter: it

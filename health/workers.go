@@ -39,6 +39,9 @@ type Server struct {
 	// Outage: the instance cannot run its handler at all (a missing
 	// program, a refused connection), and the lane's message waits.
 	Outage *membership.Outage
+	// Window: a key-parallel lane's window as the instance recorded it
+	// (Lane.Window gives it only while it is the live owner's).
+	Window *membership.Window
 }
 
 // Workers is what the membership bucket says about one design's workers.
@@ -201,7 +204,7 @@ func (j *judge) attachWorkers(s *Snapshot) {
 				continue
 			}
 			l.Server = &Server{Instance: ls.Instance, Since: ls.Since, Gone: ls.Gone, Released: ls.Released,
-				HandingOver: ls.Released && live[ls.Instance], Running: ls.InFlight, Outage: ls.Outage}
+				HandingOver: ls.Released && live[ls.Instance], Running: ls.InFlight, Outage: ls.Outage, Window: ls.Window}
 			if g, ok := gone[ls.Instance]; ok && ls.Gone {
 				l.Server.Expired, l.Server.GoneAt = g.Expired, g.Renewed
 			}

@@ -166,7 +166,7 @@ func laneSection(w io.Writer, s Styles, d *converge.Diff) error {
 		if g.n > 1 {
 			name = fmt.Sprintf("%s .. %s (%d)", g.first, g.last, g.n)
 		}
-		rows := laneRows(s, g.lane)
+		rows := laneRows(s, g.lane, g.n > 1)
 		rows[0][0] = clean(name)
 		for _, r := range rows {
 			if err := t.Append(r); err != nil {
@@ -189,6 +189,7 @@ func groupKey(l converge.LaneChange) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%v|%d|%s|", l.Action, l.Held, l.Partitions, l.Reason)
 	for _, c := range l.Changes {
+		c = anyPartition(l, c)
 		fmt.Fprintf(&b, "%s=%s>%s;", c.Field, c.Old, c.New)
 	}
 	if l.Action == converge.ActionDrain || l.Action == converge.ActionDelete || l.Action == converge.ActionKeep || l.Position != nil {
@@ -197,7 +198,23 @@ func groupKey(l converge.LaneChange) string {
 	return b.String()
 }
 
-func laneRows(s Styles, l converge.LaneChange) [][]string {
+// anyPartition: a lane's description names its partition ("serial lane
+// for partition 3 of 8"), so lanes whose descriptions change alike (a
+// change of keys in flight) differ only there. They fold into one row,
+// which names the partition P.
+func anyPartition(l converge.LaneChange, c converge.FieldChange) converge.FieldChange {
+	if c.Field != "description" {
+		return c
+	}
+	own := fmt.Sprintf(" for partition %d of ", l.Partition)
+	c.Old = json.RawMessage(strings.Replace(string(c.Old), own, " for partition P of ", 1))
+	c.New = json.RawMessage(strings.Replace(string(c.New), own, " for partition P of ", 1))
+	return c
+}
+
+// laneRows shows one lane's change, or a folded run's (folded: the
+// partition in a description reads P).
+func laneRows(s Styles, l converge.LaneChange, folded bool) [][]string {
 	action := laneAction(s, l.Action)
 	note := laneNote(l)
 	if len(l.Changes) == 0 {
@@ -205,6 +222,9 @@ func laneRows(s Styles, l converge.LaneChange) [][]string {
 	}
 	var rows [][]string
 	for i, c := range l.Changes {
+		if folded {
+			c = anyPartition(l, c)
+		}
 		field := c.Field
 		if c.Immutable {
 			field += s.Bad.Render(" (immutable)")
@@ -232,6 +252,13 @@ func laneAction(s Styles, a converge.Action) string {
 
 func laneNote(l converge.LaneChange) string {
 	var parts []string
+	if k := l.KeysInFlight; k != nil {
+		text := fmt.Sprintf("keys in flight %d -> %d", k.From, k.To)
+		if l.Action == converge.ActionUpdate {
+			text += ": updated in place, the lane keeps its position"
+		}
+		parts = append(parts, text)
+	}
 	if l.Held {
 		parts = append(parts, "held until the old lanes drain")
 	}

@@ -49,6 +49,9 @@ func TestDiffTableGolden(t *testing.T) {
 	p8 := diffPlan(t, 8)
 	slower := diffPlan(t, 8, func(d *planner.Design) { d.Lane.AckWait = planner.Duration(time.Minute); d.Lane.MaxWaiting = 64 })
 	acct := diffPlan(t, 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
+	keyed := diffPlan(t, 8, func(d *planner.Design) { d.Lane.KeysInFlight = 8 })
+	oldServer := liveOf(t, p8, 0)
+	oldServer.Topology = converge.Topology{Servers: 1, Version: "2.13.9"}
 	cases := []struct {
 		name string
 		plan *planner.Plan
@@ -61,6 +64,9 @@ func TestDiffTableGolden(t *testing.T) {
 		{"recreate", slower, liveOf(t, p8, 0), converge.Options{Recreate: true}},
 		{"repartition", diffPlan(t, 12), withLastSeq(liveOf(t, p8, 25), 200), converge.Options{}},
 		{"account", acct, &converge.Live{Consumers: jsapi.Empty()}, converge.Options{}},
+		{"keys", keyed, liveOf(t, p8, 0), converge.Options{}},
+		{"keys_back", p8, liveOf(t, keyed, 0), converge.Options{}},
+		{"keys_old_server", keyed, oldServer, converge.Options{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -107,6 +107,9 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 		{"RUNNING", func(l health.Lane) string { return runningText(s, l) }, anyLane(func(l health.Lane) bool {
 			return l.Server != nil && (l.Server.Running != nil || l.Server.Outage != nil)
 		})},
+		{"WINDOW", ok(func(l health.Lane) string { return windowText(s, l) }), anyLane(health.Lane.KeyParallel)},
+		{"KEYS RUN", ok(keysRunningText), anyLane(health.Lane.KeyParallel)},
+		{"OLDEST WAIT", ok(oldestWaitingText), anyLane(health.Lane.KeyParallel)},
 		{"LEADER", func(l health.Lane) string { return dash(clean(l.Leader)) }, anyLane(func(l health.Lane) bool { return l.Leader != "" })},
 		{"STATE", func(l health.Lane) string { return stateText(s, l) }, always},
 		{"BACKLOG", ok(func(l health.Lane) string { return num(l.Backlog) }), always},
@@ -210,6 +213,50 @@ func runningText(s Styles, l health.Lane) string {
 		return s.Warn.Render(fmt.Sprintf("%s seq %d", shortDuration(d), in.Seq))
 	}
 	return s.Warn.Render(fmt.Sprintf("seq %d", in.Seq))
+}
+
+// windowText is a key-parallel lane's window as its owner records it:
+// messages held out of its keys in flight ("5/8"; "-/8" with no record
+// from a live owner), and the key that holds all of it, if one does
+// ("8/8 bob").
+func windowText(s Styles, l health.Lane) string {
+	if !l.KeyParallel() {
+		return "-"
+	}
+	w := l.Window()
+	if w == nil {
+		return fmt.Sprintf("-/%d", l.KeysInFlight)
+	}
+	v := fmt.Sprintf("%d/%d", w.Held, l.KeysInFlight)
+	switch {
+	case w.Holder != "" && l.AtCap():
+		return s.Bad.Render(v + " " + planner.Printable(w.Holder, maxKey))
+	case w.Held >= l.KeysInFlight:
+		return s.Warn.Render(v)
+	}
+	return v
+}
+
+// maxKey bounds a key in a table cell.
+const maxKey = 24
+
+// keysRunningText is how many keys of a key-parallel lane have a message
+// running, as its owner records it.
+func keysRunningText(l health.Lane) string {
+	if w := l.Window(); w != nil {
+		return strconv.Itoa(w.RunningCount)
+	}
+	return "-"
+}
+
+// oldestWaitingText is the key of a key-parallel lane's message that has
+// waited longest for its key's earlier one, and for how long: "bob 12s".
+func oldestWaitingText(l health.Lane) string {
+	oldest, waited, ok := l.OldestWaiting()
+	if !ok {
+		return "-"
+	}
+	return planner.Printable(oldest.Key, maxKey) + " " + shortDuration(waited)
 }
 
 func sinceTime(at, t time.Time) (time.Duration, bool) {

@@ -96,6 +96,8 @@ type laneJSON struct {
 	ServedByReleased      bool        `json:"served_by_released,omitempty"`
 	Running               *runningDoc `json:"running,omitempty"`
 	Outage                *outageDoc  `json:"handler_outage,omitempty"`
+	KeysInFlight          int         `json:"keys_in_flight,omitempty"`
+	Window                *windowDoc  `json:"window,omitempty"`
 	DeliveredPerSecond    *float64    `json:"delivered_per_second,omitempty"`
 	AckedPerSecond        *float64    `json:"acked_per_second,omitempty"`
 }
@@ -116,6 +118,26 @@ type outageDoc struct {
 	Seconds float64   `json:"seconds"`
 	Tries   int       `json:"tries"`
 	Reason  string    `json:"reason"`
+}
+
+// windowDoc is a key-parallel lane's window as the lanes work instance
+// serving it last recorded it.
+type windowDoc struct {
+	Size         int         `json:"size"`
+	Held         int         `json:"held"`
+	Keys         int         `json:"keys"`
+	RunningCount int         `json:"running_count"`
+	Running      []string    `json:"running,omitempty"`
+	Holder       string      `json:"holder,omitempty"`
+	Oldest       *waitingDoc `json:"oldest_waiting,omitempty"`
+	At           time.Time   `json:"at"`
+}
+
+type waitingDoc struct {
+	Key     string    `json:"key"`
+	Seq     uint64    `json:"seq"`
+	Since   time.Time `json:"since"`
+	Seconds float64   `json:"seconds"`
 }
 
 type headDoc struct {
@@ -323,6 +345,14 @@ func laneDocument(l health.Lane, rates bool) laneJSON {
 		if in := l.Server.Running; in != nil && !l.Server.Gone {
 			j.Running = &runningDoc{Seq: in.Seq, Attempt: in.Attempt, Since: in.Since.UTC(),
 				Seconds: max(l.At.Sub(in.Since), 0).Seconds(), UsualSeconds: in.Usual.Seconds()}
+		}
+	}
+	j.KeysInFlight = l.KeysInFlight
+	if w := l.Window(); w != nil {
+		j.Window = &windowDoc{Size: w.Size, Held: w.Held, Keys: w.Keys, RunningCount: w.RunningCount,
+			Running: w.Running, Holder: w.Holder, At: w.At.UTC()}
+		if oldest, waited, ok := l.OldestWaiting(); ok {
+			j.Window.Oldest = &waitingDoc{Key: oldest.Key, Seq: oldest.Seq, Since: oldest.Since.UTC(), Seconds: waited.Seconds()}
 		}
 	}
 	if l.Head != nil {

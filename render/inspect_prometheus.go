@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lanes-dev/lanes/health"
+	"github.com/lanes-dev/lanes/membership"
 )
 
 // promMetric is one Prometheus gauge or counter per lane.
@@ -35,6 +36,21 @@ var laneMetrics = []promMetric{
 	{"lanes_lane_head_deliveries", "Deliveries of the head message (lanes with max ack pending 1 and a message out).", "gauge", func(l health.Lane) (float64, bool) { return float64(l.HeadDeliveries), true }},
 	{"lanes_lane_paused", "1 when the lane is paused (or held for a repartition).", "gauge", func(l health.Lane) (float64, bool) { return bool01(l.Paused), true }},
 	{"lanes_lane_pinned", "1 when a worker is pinned to the lane (priority group).", "gauge", func(l health.Lane) (float64, bool) { return bool01(l.PinnedClient != ""), true }},
+	{"lanes_lane_keys_in_flight", "The keys the lane runs at once, as its lanes tag says: 1 for a serial lane, K for a key-parallel one (lanes it created).", "gauge", func(l health.Lane) (float64, bool) {
+		return float64(l.KeysInFlight), l.KeysInFlight > 0
+	}},
+	{"lanes_lane_window_held", "Messages a key-parallel lane's lanes work instance holds out of its keys in flight: running, or waiting behind their key (its last record).", "gauge", func(l health.Lane) (float64, bool) {
+		w := l.Window()
+		return float64(windowHeld(w)), w != nil
+	}},
+	{"lanes_lane_keys_running", "Keys of a key-parallel lane with a message running (its lanes work instance's last record).", "gauge", func(l health.Lane) (float64, bool) {
+		w := l.Window()
+		return float64(keysRunning(w)), w != nil
+	}},
+	{"lanes_lane_oldest_waiting_seconds", "How long the message of a key-parallel lane that has waited longest for its key's earlier one has waited (0 when none waits).", "gauge", func(l health.Lane) (float64, bool) {
+		_, waited, _ := l.OldestWaiting()
+		return waited.Seconds(), l.Window() != nil
+	}},
 	{"lanes_lane_served_seconds", "Time since the lanes work instance serving the lane took it (lanes with a live instance).", "gauge", func(l health.Lane) (float64, bool) {
 		if l.Server == nil || l.Server.Gone {
 			return 0, false
@@ -45,6 +61,20 @@ var laneMetrics = []promMetric{
 	{"lanes_lane_instance_gone", "1 when the lanes work instance that served the lane is gone and nobody took the lane.", "gauge", func(l health.Lane) (float64, bool) {
 		return bool01(l.Server != nil && l.Server.Gone), l.Server != nil
 	}},
+}
+
+func windowHeld(w *membership.Window) int {
+	if w == nil {
+		return 0
+	}
+	return w.Held
+}
+
+func keysRunning(w *membership.Window) int {
+	if w == nil {
+		return 0
+	}
+	return w.RunningCount
 }
 
 func bool01(b bool) float64 {

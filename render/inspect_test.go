@@ -15,7 +15,7 @@ import (
 // golden files never change with the clock or the server.
 func fixedReport() *health.Report {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	base := health.Lane{Design: "orders", Partitions: 4, Tagged: true, State: health.StateOK, MaxAckPending: 1,
+	base := health.Lane{Design: "orders", Partitions: 4, Tagged: true, KeysInFlight: 1, State: health.StateOK, MaxAckPending: 1,
 		AckPolicy: "explicit", AckWait: 30 * time.Second, MaxDeliver: -1, Durable: true, At: at, Leader: "n1"}
 	lane := func(p int, edit func(*health.Lane)) health.Lane {
 		l := base
@@ -71,6 +71,117 @@ func fixedReport() *health.Report {
 	r.Lanes[2].Server = &health.Server{Instance: "two", Since: at.Add(-time.Hour), Gone: true, Expired: true, GoneAt: at.Add(-2 * time.Minute)}
 	r.Summarize()
 	return r
+}
+
+// keyParallelReport is a key-parallel design's report (keys in flight
+// 8): a lane whose window one key holds, one running several keys with a
+// message waiting, one whose instance recorded no window yet, and one
+// served by nobody.
+func keyParallelReport() *health.Report {
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	base := health.Lane{Design: "orders", Partitions: 4, Tagged: true, KeysInFlight: 8, State: health.StateOK, MaxAckPending: 8,
+		AckPolicy: "explicit", AckWait: 30 * time.Second, MaxDeliver: -1, Durable: true, At: at, PinnedTTL: 2 * time.Minute}
+	lane := func(p int, edit func(*health.Lane)) health.Lane {
+		l := base
+		l.Partition = p
+		l.Name = "orders-n4-0" + string(rune('0'+p))
+		l.Filter = "msgs.received_from.n4." + string(rune('0'+p)) + ".*"
+		edit(&l)
+		l.Backlog = l.Pending + uint64(l.AckPending)
+		return l
+	}
+	served := func(w *membership.Window) *health.Server {
+		return &health.Server{Instance: "one", Since: at.Add(-10 * time.Minute), Window: w}
+	}
+	r := &health.Report{
+		Stream: "ORDERS", Time: at, LastSeq: 900, Messages: 900, Subjects: 300, MaxConsumers: 1000, Consumers: 4, Requests: 4,
+		Layouts: []health.Layout{{Source: "msgs.received_from.*", Destination: "msgs.received_from.n4.{{partition(4,1)}}.{{wildcard(1)}}",
+			Partitions: 4, Origin: "stream", Current: true}},
+		Lanes: []health.Lane{
+			lane(0, func(l *health.Lane) {
+				l.Pending, l.AckPending, l.Redelivered, l.DeliveredSeq, l.AckFloorSeq = 40, 8, 1, 500, 310
+				l.LastDelivery, l.LastAck = at.Add(-3*time.Second), at.Add(-4*time.Minute)
+				l.Server = served(&membership.Window{Size: 8, Held: 8, Running: []string{"bob"}, RunningCount: 1, Keys: 1, Holder: "bob",
+					Oldest: &membership.Waiting{Key: "bob", Seq: 311, Since: at.Add(-4 * time.Minute)}, At: at.Add(-5 * time.Second)})
+			}),
+			lane(1, func(l *health.Lane) {
+				l.Pending, l.AckPending, l.DeliveredSeq, l.AckFloorSeq = 12, 5, 620, 600
+				l.LastDelivery, l.LastAck = at.Add(-time.Second), at.Add(-time.Second)
+				l.Server = served(&membership.Window{Size: 8, Held: 5, Running: []string{"alice", "carol", "dave"}, RunningCount: 3, Keys: 3,
+					Oldest: &membership.Waiting{Key: "carol", Seq: 603, Since: at.Add(-1500 * time.Millisecond)}, At: at.Add(-2 * time.Second)})
+			}),
+			lane(2, func(l *health.Lane) { l.Server = served(nil) }),
+			lane(3, func(l *health.Lane) { l.Pending = 3 }),
+		},
+		Workers: []health.Workers{{Design: "orders", Live: []membership.Member{{Instance: "one", Started: at.Add(-time.Hour), Renewed: at.Add(-time.Second)}}}},
+		Findings: []health.Finding{
+			{Severity: health.Warning, Code: "key_holds_window", Lane: "orders-n4-00", Message: "lane orders-n4-00: key bob holds the lane's whole window (8 of 8 messages out are its own)", Advice: "read lanes work's errors for key bob on one"},
+		},
+	}
+	r.Summarize()
+	return r
+}
+
+func TestInspectKeyParallelGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := InspectTable(&b, PlainStyles(), keyParallelReport()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_keys_table", b.Bytes())
+	for _, want := range []string{"WINDOW", "KEYS RUN", "OLDEST WAIT", "8/8 bob", "5/8", "-/8", "carol 1s", "bob 4m00s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	b.Reset()
+	if err := InspectJSON(&b, keyParallelReport(), nil); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_keys_json", b.Bytes())
+	var doc struct {
+		Lanes []struct {
+			KeysInFlight int `json:"keys_in_flight"`
+			Window       *struct {
+				Size, Held, Keys, RunningCount int
+				Running                        []string
+				Holder                         string
+				Oldest                         *struct {
+					Key     string
+					Seq     uint64
+					Seconds float64
+				} `json:"oldest_waiting"`
+			} `json:"window"`
+		} `json:"lanes"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	w := doc.Lanes[0].Window
+	if doc.Lanes[0].KeysInFlight != 8 || w == nil || w.Held != 8 || w.Holder != "bob" || w.Oldest == nil || w.Oldest.Seconds != 240 || w.Oldest.Seq != 311 {
+		t.Fatalf("lane 0 JSON: %+v %+v", doc.Lanes[0], w)
+	}
+	if doc.Lanes[2].Window != nil || doc.Lanes[2].KeysInFlight != 8 {
+		t.Fatalf("lane 2 has no window: %+v", doc.Lanes[2])
+	}
+	b.Reset()
+	if err := InspectPrometheus(&b, keyParallelReport()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "inspect_keys_prometheus", b.Bytes())
+	checkExposition(t, b.String())
+	for _, want := range []string{
+		`lanes_lane_keys_in_flight{stream="ORDERS",design="orders",lane="orders-n4-03",partition="3"} 8`,
+		`lanes_lane_window_held{stream="ORDERS",design="orders",lane="orders-n4-00",partition="0"} 8`,
+		`lanes_lane_keys_running{stream="ORDERS",design="orders",lane="orders-n4-01",partition="1"} 3`,
+		`lanes_lane_oldest_waiting_seconds{stream="ORDERS",design="orders",lane="orders-n4-00",partition="0"} 240`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("prometheus lacks %s", want)
+		}
+	}
+	if strings.Contains(b.String(), `lanes_lane_window_held{stream="ORDERS",design="orders",lane="orders-n4-02"`) {
+		t.Error("a lane without a window record has a window series")
+	}
 }
 
 // TestInspectNoLanes: with no lanes, the report says what inspect looked
