@@ -127,7 +127,7 @@ var designFlags = []designFlag{
 		},
 	},
 	integer("max-ack-pending", "lane.max_ack_pending", "`N` messages out at once per lane; only 1 keeps per-key order", "1", func(d *planner.Design) *int { return &d.Lane.MaxAckPending }),
-	integer("keys-in-flight", "lane.keys_in_flight", "`K` keys of a lane processed at once, one message per key (above 1: a key-parallel lane, server 2.14+)", "1", func(d *planner.Design) *int { return &d.Lane.KeysInFlight }),
+	integer("keys-in-flight", "lane.keys_in_flight", "`K` keys of a lane processed at once, one message per key (above 1: a key-parallel lane, server 2.11+)", "1", func(d *planner.Design) *int { return &d.Lane.KeysInFlight }),
 	integer("max-waiting", "lane.max_waiting", "`N` queued pull requests per lane", "512", func(d *planner.Design) *int { return &d.Lane.MaxWaiting }),
 	{
 		flag:  &cli.BoolFlag{Name: "pinned", Usage: "pin one worker per lane (priority group, server 2.11+) with failover", Category: catDesign, DefaultText: "false"},

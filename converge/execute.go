@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -338,6 +339,9 @@ func (x *executor) changeLane(ctx context.Context, name string, live jetstream.C
 		setMeta(body, planner.MetaHeld, "")
 	}
 	if action == ActionUpdate || x.configDiffers(live, body) {
+		if err := x.releasePin(ctx, name, live, body); err != nil {
+			return err
+		}
 		if _, err := x.a.UpdateConsumer(ctx, x.stream, name, body); err != nil {
 			return err
 		}
@@ -346,6 +350,34 @@ func (x *executor) changeLane(ctx context.Context, name string, live jetstream.C
 		return x.pause(ctx, name, time.Time{})
 	}
 	return nil
+}
+
+// pinReleaseTTL is the pinned TTL a lane's pin gets while its pinned
+// group is taken away.
+const pinReleaseTTL = time.Second
+
+// releasePin readies a lane whose pinned priority group an update takes
+// away (keys in flight back to 1, or pinned: false). nats-server
+// (2.11-2.15) keeps the lane's pin through such an update, and the pulls
+// that no longer name the group then get nothing until the pin's TTL runs
+// out (2 minutes by default), while the pin can no longer be released (the
+// group is gone). So the pin's TTL is made pinReleaseTTL first and the pin
+// released; a pin taken again before the update lasts that long.
+func (x *executor) releasePin(ctx context.Context, name string, live jetstream.ConsumerConfig, body map[string]json.RawMessage) error {
+	if live.PriorityPolicy != jetstream.PriorityPolicyPinned || len(live.PriorityGroups) == 0 {
+		return nil
+	}
+	if p, ok := body["priority_policy"]; ok && string(p) == `"pinned_client"` {
+		return nil
+	}
+	short := maps.Clone(body)
+	short["priority_groups"] = raw(live.PriorityGroups)
+	short["priority_policy"] = raw("pinned_client")
+	short["priority_timeout"] = raw(int64(pinReleaseTTL))
+	if _, err := x.a.UpdateConsumer(ctx, x.stream, name, short); err != nil {
+		return err
+	}
+	return x.a.UnpinConsumer(ctx, x.stream, name, live.PriorityGroups[0])
 }
 
 // configDiffers reports whether sending body would change the lane.

@@ -13,8 +13,8 @@ import (
 // lanes.keys_in_flight tag and pinned-client priority group, all of which
 // the server updates in place (checkNewConsumerConfig in nats-server's
 // consumer.go refuses none of them), so the lane keeps its position. What
-// apply checks is the server: lanes work hands a key-parallel lane over
-// with the consumer reset API, nats-server 2.14 or newer.
+// apply checks is the server: a key-parallel lane is pinned (a
+// pinned-client priority group), nats-server 2.11 or newer.
 
 // KeysInFlightChange is a lane's keys in flight before and after an
 // update (1: a serial lane).
@@ -44,9 +44,9 @@ func keysInFlightChange(live, want map[string]string) *KeysInFlightChange {
 }
 
 // KeysInFlightVersion is the oldest nats-server a key-parallel lane works
-// on: 2.14 brought the consumer reset API ($JS.API.CONSUMER.RESET), which
-// lanes work uses to take a lane over with messages in flight.
-var KeysInFlightVersion = ServerVersion{2, 14, 0}
+// on: 2.11 brought pinned-client priority groups, with which the server
+// delivers a lane's messages to its one owner only.
+var KeysInFlightVersion = ServerVersion{2, 11, 0}
 
 // ServerVersion is a nats-server release, major.minor.patch.
 type ServerVersion struct{ Major, Minor, Patch int }
@@ -65,10 +65,10 @@ func (v ServerVersion) Less(o ServerVersion) bool {
 }
 
 // parseServerVersion reads a server's version as INFO and the _nats.ver
-// metadata give it: "2.14.0", maybe with a pre-release ("2.14.0-beta.2")
+// metadata give it: "2.11.0", maybe with a pre-release ("2.11.0-beta.2")
 // or build ("+abc") suffix, or a leading "v". pre says a pre-release:
-// semver orders it before its release, and so does the gate (a 2.14.0
-// beta may predate the reset API). ok is false for anything else.
+// semver orders it before its release, and so does the gate (a 2.11.0
+// beta may predate pinned groups). ok is false for anything else.
 func parseServerVersion(s string) (v ServerVersion, pre, ok bool) {
 	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
 	if i := strings.IndexByte(s, '+'); i >= 0 {
@@ -164,7 +164,7 @@ func (d *Diff) checkKeysInFlight() {
 		return
 	}
 	e := &planner.FieldError{Field: "lane.keys_in_flight", Value: strconv.Itoa(l.KeysInFlight), Origin: d.plan.Design.Origin["lane.keys_in_flight"],
-		Reason: fmt.Sprintf("key-parallel lanes need nats-server %s or newer (its consumer reset API, with which lanes work takes a lane over with messages in flight); %s (%s). Upgrade the servers, or keep lane.keys_in_flight at 1",
+		Reason: fmt.Sprintf("key-parallel lanes need nats-server %s or newer (pinned-client priority groups: the server delivers a key-parallel lane's messages to its one owner only); %s (%s). Upgrade the servers, or keep lane.keys_in_flight at 1",
 			KeysInFlightVersion, why, where)}
 	d.refuse(e.Error())
 }

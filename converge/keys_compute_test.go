@@ -101,26 +101,26 @@ func TestVersionTooOld(t *testing.T) {
 		ok      bool
 		says    string
 	}{
-		{"2.14.0", true, ""},
+		{"2.11.0", true, ""},
 		{"2.15.2", true, ""},
-		{"v2.14.0", true, ""},
-		{"2.14.1-RC.1", true, ""},
-		{"2.14.0+build.7", true, ""},
+		{"v2.11.0", true, ""},
+		{"2.11.1-RC.1", true, ""},
+		{"2.11.0+build.7", true, ""},
 		{"3.0.0", true, ""},
-		{"2.13.9", false, "found 2.13.9"},
-		{"2.11.0", false, "found 2.11.0"},
+		{"2.10.9", false, "found 2.10.9"},
+		{"2.10.22", false, "found 2.10.22"},
 		{"1.99.99", false, "found 1.99.99"},
-		{"2.14.0-beta", false, "a pre-release of 2.14.0"},
-		{"2.14.0-RC.3", false, "a pre-release of 2.14.0"},
+		{"2.11.0-beta", false, "a pre-release of 2.11.0"},
+		{"2.11.0-RC.3", false, "a pre-release of 2.11.0"},
 		{"", false, `cannot read the server version ""`},
 		{"banana", false, "cannot read"},
-		{"2.14", false, "cannot read"},
-		{"2.14.x", false, "cannot read"},
-		{"2.14.0-", false, "cannot read"},
+		{"2.11", false, "cannot read"},
+		{"2.11.x", false, "cannot read"},
+		{"2.11.0-", false, "cannot read"},
 		{"2.+14.0", false, "cannot read"},
-		{"2.14.0.1", false, "cannot read"},
+		{"2.11.0.1", false, "cannot read"},
 		{"99999999999999999999.0.0", false, "cannot read"},
-		{"2.14.0\x1b[2J", false, `\x1b`},
+		{"2.11.0\x1b[2J", false, `\x1b`},
 	} {
 		why := versionTooOld(c.version)
 		if (why == "") != c.ok || !strings.Contains(why, c.says) {
@@ -130,7 +130,7 @@ func TestVersionTooOld(t *testing.T) {
 }
 
 // TestComputeRefusesKeysInFlightOnOldServer: K > 1 on a server older than
-// 2.14 is one refusal naming the field, the version found and the one
+// 2.11 is one refusal naming the field, the version found and the one
 // needed, whether the connected server or the stream's leader is the old
 // one; K = 1 is not checked, nor a newer server.
 func TestComputeRefusesKeysInFlightOnOldServer(t *testing.T) {
@@ -150,11 +150,11 @@ func TestComputeRefusesKeysInFlightOnOldServer(t *testing.T) {
 		refused           bool
 		says              []string
 	}{
-		{"connected server too old", "2.13.9", "", true, []string{"2.13.9 (the connected server)"}},
-		{"stream leader too old", "2.15.2", "2.12.1", true, []string{"2.12.1 (the stream's leader)"}},
+		{"connected server too old", "2.10.9", "", true, []string{"2.10.9 (the connected server)"}},
+		{"stream leader too old", "2.15.2", "2.10.14", true, []string{"2.10.14 (the stream's leader)"}},
 		{"unreadable version", "nonsense", "2.15.2", true, []string{`cannot read the server version "nonsense" (the connected server)`}},
 		{"no version at all", "", "", true, []string{`cannot read the server version ""`}},
-		{"new enough", "2.14.0", "2.15.2", false, nil},
+		{"new enough", "2.11.0", "2.15.2", false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := Compute(keyed, old(c.connected, c.leader), Options{})
@@ -168,7 +168,7 @@ func TestComputeRefusesKeysInFlightOnOldServer(t *testing.T) {
 				t.Fatalf("want one refusal: %v", d.Refusals)
 			}
 			r := d.Refusals[0]
-			for _, s := range append(c.says, `lanes.yaml:9: lane.keys_in_flight "8"`, "nats-server 2.14.0 or newer", "keep lane.keys_in_flight at 1") {
+			for _, s := range append(c.says, `lanes.yaml:9: lane.keys_in_flight "8"`, "nats-server 2.11.0 or newer", "keep lane.keys_in_flight at 1") {
 				if !strings.Contains(r, s) {
 					t.Errorf("refusal lacks %q: %s", s, r)
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/converge"
+	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -160,4 +161,44 @@ func fetchNoWait(t testing.TB, js jetstream.JetStream, stream, lane string) int 
 		n++
 	}
 	return n
+}
+
+// TestKeysInFlightBackToOneReleasesThePin: nats-server (2.11-2.15) keeps
+// a lane's pin through an update that takes its pinned group away, and
+// the pulls that no longer name the group then get nothing until the
+// pin's TTL (2 minutes here) runs out. Back from K=8 to 1, apply releases
+// the pin first: a plain pull gets the lane's next message within seconds.
+func TestKeysInFlightBackToOneReleasesThePin(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	c := open(t, srv.URL())
+	_, js := natstest.Connect(t, srv.URL())
+	keyed := testutil.Seed(1)
+	keyed.Lane.KeysInFlight = 8
+	p := testutil.PlanDesign(t, keyed)
+	apply(t, c, p, converge.Options{})
+	seqs := publishSeq(t, js, keysIn(p, 0, 2), 2)
+	lane := p.Consumers[0].Durable
+	m := nextPinned(t, js, p.Stream.Name, lane) // the lane is pinned to this pull's client
+	if err := m.DoubleAck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, c, testutil.PlanDesign(t, testutil.Seed(1)), converge.Options{})
+	testutil.WaitFor(t, "a plain pull to get the next message", 10*time.Second, func() bool {
+		cons, err := js.Consumer(context.Background(), p.Stream.Name, lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range b.Messages() {
+			if seqOf(t, m) != seqs[1] {
+				t.Fatalf("got seq %d, want %d", seqOf(t, m), seqs[1])
+			}
+			return true
+		}
+		return false
+	})
 }

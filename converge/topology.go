@@ -9,7 +9,7 @@ import (
 // Topology is what the connection says about the servers behind it:
 // enough to know before the first write what the server will refuse for
 // its size (replicas: 3 on a single server), or its version (key-parallel
-// lanes on a server older than 2.14).
+// lanes on a server older than 2.11).
 type Topology struct {
 	// Clustered: the server is part of a cluster.
 	Clustered bool

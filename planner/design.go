@@ -422,7 +422,7 @@ func (d *Design) warnings() []string {
 	if len(d.KeyTokens) > 1 {
 		w = append(w, fmt.Sprintf("the key has %d tokens: the server hashes them concatenated with no separator, so keys like ab+c and a+bc always share a lane (harmless for order, but it can add skew)", len(d.KeyTokens)))
 	}
-	if d.Lane.Pinned && d.Lane.AckWait < d.Lane.PinnedTTL {
+	if d.Lane.Pinned && d.Lane.KeysInFlight <= 1 && d.Lane.AckWait < d.Lane.PinnedTTL {
 		w = append(w, fmt.Sprintf("lane.ack_wait (%s) is shorter than lane.pinned_ttl (%s): when a pinned worker dies, its message waits for the pin to move, not for the ack wait", d.Lane.AckWait, d.Lane.PinnedTTL))
 	}
 	return w

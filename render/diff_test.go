@@ -51,7 +51,7 @@ func TestDiffTableGolden(t *testing.T) {
 	acct := diffPlan(t, 8, func(d *planner.Design) { d.Mapping = planner.MappingAccount })
 	keyed := diffPlan(t, 8, func(d *planner.Design) { d.Lane.KeysInFlight = 8 })
 	oldServer := liveOf(t, p8, 0)
-	oldServer.Topology = converge.Topology{Servers: 1, Version: "2.13.9"}
+	oldServer.Topology = converge.Topology{Servers: 1, Version: "2.10.9"}
 	cases := []struct {
 		name string
 		plan *planner.Plan

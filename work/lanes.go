@@ -190,7 +190,7 @@ func (l *laneInfo) keyOf(subject string) string {
 // groups, which key-parallel lanes need.
 const KeyParallelVersion = "2.11.0"
 
-// serverAtLeast says whether a server version ("2.15.2", "2.14.0-beta.1")
+// serverAtLeast says whether a server version ("2.15.2", "2.11.0-beta.1")
 // is at least major.minor; an unreadable version is not.
 func serverAtLeast(version string, major, minor int) bool {
 	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
