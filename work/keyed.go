@@ -124,8 +124,8 @@ type keyed struct {
 	// synced: the server's messages out are all held here (see sync);
 	// until then nothing runs.
 	synced   bool
-	syncBase uint64 // the server's delivery sequence when the session began
-	lastDseq uint64 // the last delivery sequence seen in this session
+	syncBase uint64      // the server's delivery sequence when the session began
+	lastDseq uint64      // the last delivery sequence seen in this session
 	syncT    *time.Timer // the next sync check, while out of sync
 	syncWait time.Duration
 	retryAt  time.Time // a refused or busy pull asks again then
