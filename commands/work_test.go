@@ -1129,3 +1129,78 @@ func TestWorkPermissionDenied(t *testing.T) {
 	}
 	t.Logf("stopped %s after it started", time.Since(started).Round(time.Millisecond))
 }
+
+// TestWorkKeyParallel: lanes work serves a key-parallel design (applied
+// with --keys-in-flight 4): eight keys on one lane run four at once, each
+// key in order; the metrics show the lane's window and the status line
+// says what it holds.
+func TestWorkKeyParallel(t *testing.T) {
+	cleanEnv(t)
+	url := natstest.Start(t).URL()
+	applyDesign(t, url, "--partitions", "1", "--keys-in-flight", "4")
+	d := testutil.ReadDesign(t, "../examples/seed/lanes.yaml")
+	d.Partitions, d.Lane.KeysInFlight = 1, 4
+	p := testutil.PlanDesign(t, d)
+	_, js := natstest.Connect(t, url)
+	var subjects []string
+	for round := 0; round < 3; round++ {
+		for k := 0; k < 8; k++ {
+			s, _ := p.SubjectForKey(fmt.Sprintf("user%d", k))
+			subjects = append(subjects, s)
+		}
+	}
+	natstest.Publish(t, js, subjects...)
+	dir := t.TempDir()
+	t.Setenv("OUT", dir)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	// Each handler appends its key and sequence, then waits until four
+	// run at once (or ten seconds), so the first four keys meet.
+	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--metrics", addr, "--status-every", "100ms", "--log-format", "json",
+		"--exec", `echo "$LANES_KEY $LANES_SEQ start" >> "$OUT/log"; n=0; while [ "$(grep -c start "$OUT/log")" -lt 4 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n+1)); done; echo "$LANES_KEY $LANES_SEQ end" >> "$OUT/log"`)
+	testutil.WaitFor(t, "24 messages done", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "log"))
+		return strings.Count(string(b), " end") == 24
+	})
+	var body string
+	testutil.WaitFor(t, "the window in the metrics", 20*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `lanes_work_processed_total{lane="orders-n1-00",stream="ORDERS"} 24`)
+	})
+	if !strings.Contains(body, `lanes_work_window{lane="orders-n1-00",stream="ORDERS"} 4`) {
+		t.Errorf("metrics lack the window:\n%s", body)
+	}
+	testutil.WaitFor(t, "a status line with the window", 10*time.Second, func() bool { return strings.Contains(r.err.String(), `"window":"`) })
+	r.stop(t)
+	// Per key: start, end, start, end in stream order; four starts before
+	// the first end (the keys ran at once).
+	b, _ := os.ReadFile(filepath.Join(dir, "log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := map[string]string{}
+	lastSeq := map[string]int{}
+	firstEnd := -1
+	for i, line := range lines {
+		f := strings.Fields(line)
+		key, what := f[0], f[2]
+		seq, _ := strconv.Atoi(f[1])
+		if what == "start" {
+			if last[key] == "start" || seq <= lastSeq[key] {
+				t.Errorf("line %d: %s started seq %d while %s (last seq %d)", i+1, key, seq, last[key], lastSeq[key])
+			}
+			lastSeq[key] = seq
+		} else if firstEnd < 0 {
+			firstEnd = i
+		}
+		last[key] = what
+	}
+	if firstEnd < 4 {
+		t.Errorf("the first message ended after %d starts, want 4 keys running at once:\n%s", firstEnd, b)
+	}
+}

@@ -171,3 +171,61 @@ func TestKeysInFlightChangedWhileRunning(t *testing.T) {
 	testutil.WaitFor(t, "every message finished", time.Minute, run.Done)
 	run.Check(t)
 }
+
+// TestKeyParallelOrderThroughServerFaults: key-parallel lanes (K=16) keep
+// every key in order through a server that crashes and restarts (single
+// node), and through the loss and return of a cluster node with the
+// stream and lanes replicated on three (their leaders move). Instance a
+// reaches the server through a relay that drops what the server said
+// last, as a crash does; b is connected to the others.
+func TestKeyParallelOrderThroughServerFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a server restart and a cluster node lost, 30s and more")
+	}
+	t.Parallel()
+	run := func(t *testing.T, url, relayTo string, replicas int, fault func(), recover func()) {
+		_, js := natstest.Connect(t, url)
+		p := testutil.Plan(t, "orders", 4, keysInFlight(16, 3*time.Second), func(d *planner.Design) { d.Stream.Replicas = replicas })
+		natstest.CreateLanes(t, js, p)
+		keys := make([]string, 40)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("user%d", i)
+		}
+		oc := ordercheck.New(t, p, keys, 25, func(string) time.Duration { return 2 * time.Millisecond })
+		relay := natstest.NewRelay(t, relayTo)
+		cfg := func(name string) Config {
+			return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 10 * time.Second}
+		}
+		a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), judged(oc, "a"))
+		b := startWorker(t, url, cfg("b"), judged(oc, "b"))
+		testutil.WaitFor(t, "2/2", 30*time.Second, func() bool { return settled(p, 2, 2, a, b) })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			oc.Publish(ctx, t, js, 10*time.Millisecond)
+		}()
+		testutil.WaitFor(t, "300 messages finished", time.Minute, func() bool { return oc.DoneUpTo(300) })
+		reconnects := a.nc.Stats().Reconnects
+		relay.Freeze()
+		fault()
+		relay.Cut()
+		testutil.WaitFor(t, "a reconnected", time.Minute, func() bool { return a.nc.Stats().Reconnects > reconnects && a.nc.IsConnected() })
+		recover()
+		<-published
+		testutil.WaitFor(t, "every message finished", 2*time.Minute, oc.Done)
+		res := oc.Check(t)
+		t.Logf("%d redelivered; instances ran %v", res.Redeliveries, oc.Executions())
+	}
+	t.Run("server restart", func(t *testing.T) {
+		s := natstest.Start(t)
+		run(t, s.URL(), s.Server.Addr().String(), 1, s.Restart, func() {})
+	})
+	t.Run("cluster node lost and back", func(t *testing.T) {
+		cl := natstest.StartCluster(t, 3)
+		url := cl.Servers[1].URL() + "," + cl.Servers[2].URL()
+		var up func()
+		run(t, url, cl.Servers[0].Server.Addr().String(), 3, func() { up = cl.Servers[0].Down() }, func() { up() })
+	})
+}

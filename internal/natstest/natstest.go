@@ -63,6 +63,24 @@ func (s *Server) Restart() {
 	s.Server = ns
 }
 
+// Down stops the server; up starts it again on the same port and store.
+func (s *Server) Down() (up func()) {
+	s.t.Helper()
+	port := s.Server.Addr().(*net.TCPAddr).Port // unknown once stopped
+	s.Stop()
+	return func() {
+		s.t.Helper()
+		opts := s.Opts.Clone()
+		opts.Port = port
+		ns, err := embedded.Start(opts)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.t.Cleanup(ns.Stop)
+		s.Server = ns
+	}
+}
+
 // URL is the client URL.
 func (s *Server) URL() string { return s.ClientURL() }
 

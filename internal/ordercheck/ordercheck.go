@@ -119,9 +119,18 @@ func (r *Run) PublishRange(ctx context.Context, t testing.TB, js jetstream.JetSt
 			case <-time.After(gap):
 			}
 		}
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ack, err := js.Publish(pctx, r.W.Subject(i), []byte(strconv.Itoa(i)))
-		cancel()
+		// A publish that got no answer (a server restarting) is sent
+		// again with the same message ID: the stream stores it once.
+		var ack *jetstream.PubAck
+		var err error
+		for try := 0; try < 6; try++ {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			ack, err = js.Publish(pctx, r.W.Subject(i), []byte(strconv.Itoa(i)), jetstream.WithMsgID("ordercheck-"+strconv.Itoa(i)))
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				t.Errorf("publish message %d: %v", i+1, err)
