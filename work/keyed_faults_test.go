@@ -23,20 +23,44 @@ func keyedPlan(t testing.TB, n, k int) *planner.Plan {
 // through what operators do to workers, judged by the order judge: while
 // messages keep coming, an instance is killed, one joins, one is stopped
 // (a hand-over), one is cut off from the server past its lease and comes
-// back, and lanes apply repartitions 8 -> 16 -> 8 -> 12. Every key's
-// messages must run in order, each after its predecessor finished, and
-// every message must finish; redeliveries are allowed and counted.
+// back, and lanes apply repartitions 8 -> 16 -> 8 -> 12, with K from 2 to
+// 256 on a single server and K=32 on a 3-node cluster (the stream and
+// lanes on three replicas). Every key's messages must run in order, each
+// after its predecessor finished, and every message must finish;
+// redeliveries are allowed and counted.
 func TestKeyParallelOrderThroughChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: kills, a cut-off and three repartitions under load, 40s and more")
 	}
 	t.Parallel()
-	for _, k := range []int{2, 32, 256} {
-		t.Run(fmt.Sprintf("K=%d", k), func(t *testing.T) {
+	for _, tc := range []struct {
+		k       int
+		cluster bool
+	}{{2, false}, {32, false}, {256, false}, {32, true}} {
+		k := tc.k
+		name := fmt.Sprintf("K=%d", k)
+		if tc.cluster {
+			name += "/3-node cluster"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := natstest.Start(t)
-			_, js := natstest.Connect(t, s.URL())
-			conn, err := connect.Open(context.Background(), connect.Options{Server: s.URL(), Timeout: 10 * time.Second})
+			// url is where the instances and the test connect; relayTo is
+			// the server a's relay leads to (in a cluster, a node the
+			// others do not use, so that a's cut-off is a's alone).
+			var url, relayTo string
+			replicas := 1
+			if tc.cluster {
+				cl := natstest.StartCluster(t, 3)
+				url, relayTo, replicas = cl.Servers[1].URL()+","+cl.Servers[2].URL(), cl.Servers[0].Server.Addr().String(), 3
+			} else {
+				s := natstest.Start(t)
+				url, relayTo = s.URL(), s.Server.Addr().String()
+			}
+			keyedPlan := func(t testing.TB, n, k int) *planner.Plan {
+				return testutil.Plan(t, "orders", n, keysInFlight(k, 3*time.Second), func(d *planner.Design) { d.Stream.Replicas = replicas })
+			}
+			_, js := natstest.Connect(t, url)
+			conn, err := connect.Open(context.Background(), connect.Options{Server: url, Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,13 +78,13 @@ func TestKeyParallelOrderThroughChurn(t *testing.T) {
 				keys[i] = fmt.Sprintf("user%d", i)
 			}
 			run := ordercheck.New(t, p, keys, 60, func(string) time.Duration { return 2 * time.Millisecond })
-			relay := natstest.NewRelay(t, s.Server.Addr().String())
+			relay := natstest.NewRelay(t, relayTo)
 			cfg := func(name string) Config {
 				return Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: name, Lease: 2 * time.Second}
 			}
 			a := startWorker(t, "nats://"+relay.Addr(), cfg("a"), judged(run, "a"))
-			b := startWorker(t, s.URL(), cfg("b"), judged(run, "b"))
-			c := startWorker(t, s.URL(), cfg("c"), judged(run, "c"))
+			b := startWorker(t, url, cfg("b"), judged(run, "b"))
+			c := startWorker(t, url, cfg("c"), judged(run, "c"))
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -77,7 +101,7 @@ func TestKeyParallelOrderThroughChurn(t *testing.T) {
 			}
 			step(100, "kill b")
 			b.kill(t)
-			d := startWorker(t, s.URL(), cfg("d"), judged(run, "d"))
+			d := startWorker(t, url, cfg("d"), judged(run, "d"))
 			step(250, "stop c: it hands its lanes over")
 			if err := c.wait(t); err != nil {
 				t.Errorf("c stopped with %v", err)

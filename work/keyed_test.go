@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/lanes-dev/lanes/internal/ordercheck"
 	"github.com/lanes-dev/lanes/internal/testutil"
 	"github.com/lanes-dev/lanes/planner"
@@ -208,5 +210,52 @@ func TestTakeOverWaitsForTheMessagesOut(t *testing.T) {
 				t.Error("alice's first message was never run again after a died")
 			}
 		})
+	}
+}
+
+// On a key-parallel lane, --on-poison park parks the failing message and
+// its key goes on: the bad key's later messages run after it, in order,
+// and every other key finishes.
+func TestKeyParallelParkLetsTheKeyGoOn(t *testing.T) {
+	t.Parallel()
+	s, _, js, p := setup(t, "orders", 1, keysInFlight(4, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	keys := keysOn(t, p, 0, 4)
+	bad := keys[0]
+	run := ordercheck.New(t, p, keys, 3, func(string) time.Duration { return time.Millisecond })
+	h := HandlerFunc(func(ctx context.Context, m *Msg) error {
+		if m.Key == bad && m.Seq == 1 {
+			if m.Attempt == 2 {
+				// Parked after this attempt: for the promise, handled
+				// (the judge's predecessor rule counts it as done).
+				run.Execute(ctx, "a", m.Partition, m.Seq)
+			}
+			return errors.New("poison")
+		}
+		if !run.Execute(ctx, "a", m.Partition, m.Seq) {
+			return ctx.Err()
+		}
+		return nil
+	})
+	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a", OnPoison: Park, DeadLetter: "dlq.orders", ParkAfter: 2}, h)
+	run.Publish(context.Background(), t, js, 0)
+	testutil.WaitFor(t, "11 processed, 1 parked", 30*time.Second, func() bool {
+		st := w.w.Stats()
+		return st.Processed == 11 && st.Parked == 1
+	})
+	res := run.Rec.Result()
+	if res.OrderViolations != 0 || res.Unfinished != 0 {
+		t.Errorf("%d violations, %d unfinished: want none", res.OrderViolations, res.Unfinished)
+	}
+	dlq, err := js.Stream(ctx, "DLQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := dlq.GetMsg(ctx, 1); err != nil || m.Header.Get(HeaderParkedSeq) != "1" || m.Header.Get(HeaderParkedKey) != bad {
+		t.Errorf("parked message %v: %v", m, err)
 	}
 }
