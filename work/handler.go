@@ -37,9 +37,12 @@ type Msg struct {
 // after the lane's backoff; an error made by Outage says the handler
 // could not run at all (the message waits, and it is tried again). ctx
 // ends when Config.MaxProcessTime passes, when the instance loses contact
-// with the server for most of the ack wait, or when the instance is told
-// to stop at once: a handler must return soon after, since the lane takes
-// no other message until it does.
+// with the server for most of the ack wait, when another instance may
+// take its key-parallel lane (its lease ran out), or when the instance is
+// told to stop at once: a handler must return soon after, since the lane (on a
+// key-parallel lane, the message's key) takes no other message until it
+// does. Handle is called from many goroutines at once: one per lane, and
+// on a key-parallel lane one per key in flight.
 type Handler interface {
 	Handle(ctx context.Context, m *Msg) error
 }

@@ -1,5 +1,5 @@
 // Package work processes a lanes design's lanes: it runs a Handler for
-// every message, one message at a time per lane and in stream order, on as
+// every message, one message at a time per key and in stream order, on as
 // many instances as are started, following repartitions as they happen.
 //
 //	js, _ := jetstream.New(nc)
@@ -21,8 +21,11 @@
 // Per lane: pull one message, run the handler while sending in-progress
 // acks, settle it with an ack the server confirms, only then take the
 // next. Max ack pending 1 makes the server the judge of which message is
-// out. Package handlers has the --exec and --http handlers of the CLI. See
-// docs/work.md.
+// out. A key-parallel lane (the design's keys_in_flight K above 1, max ack
+// pending K) runs up to K messages of distinct keys at once, one per key:
+// a key's next message starts only after the one before it is settled, and
+// a failing key holds only its own messages (see keyed.go). Package
+// handlers has the --exec and --http handlers of the CLI. See docs/work.md.
 package work
 
 import (
