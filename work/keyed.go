@@ -165,16 +165,19 @@ func (l *lane) keyedSession() (bool, error) {
 		// the lane over) loses it now.
 		w.unpin(l.name, info.group)
 	}
+	select {
+	case <-l.resyncs: // this session begins in sync with the server anyway
+	default:
+	}
 	if base, ok := l.deliveredNow(); ok {
 		k.syncBase = base
 	}
 	l.recordWindow(k.window(), true) // a successor knows the lane was served so
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, max(info.maxAckPending, 1))
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true, nil
 	}
-	p.batch = max(info.maxAckPending, 1)
 	k.p = p
 	tick := time.NewTicker(k.every())
 	defer tick.Stop()
@@ -236,6 +239,10 @@ func (l *lane) keyedSession() (bool, error) {
 		case <-l.repull:
 			if !k.draining {
 				l.ask(p)
+			}
+		case <-l.resyncs:
+			if !k.draining {
+				return end(true, fmt.Errorf("%w: a reconnect or a new leader, and deliveries on their way may have been lost", errRestart))
 			}
 		}
 	}

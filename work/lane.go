@@ -60,6 +60,7 @@ type lane struct {
 	repull      chan struct{} // the lane was resumed, or the connection came back: pull again
 	kick        chan struct{} // the lane's record or the membership changed: try to take it again
 	switching   chan struct{} // its keys in flight went from 1 to more, or back: settle, serve the new way
+	resyncs     chan struct{} // a reconnect or a new leader: deliveries may have been lost (key-parallel lanes begin again)
 	windowAt    time.Time     // when the record last got the window (key-parallel)
 	done        chan struct{}
 
@@ -70,7 +71,7 @@ type lane struct {
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
-		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), lost: make(chan struct{})}
+		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), resyncs: make(chan struct{}, 1), lost: make(chan struct{})}
 	l.info.Store(info)
 	l.epoch, l.lapsed = w.fence().Current()
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
@@ -79,8 +80,18 @@ func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 }
 
 // resume wakes the lane to send a new pull request: after its consumer was
-// resumed, a reconnect, or a new leader for it.
+// resumed.
 func (l *lane) resume() { signal(l.repull) }
+
+// relost wakes the lane after a reconnect or a new leader for it: the
+// requests that waited at the server are gone, and so may be deliveries
+// on their way. A serial lane asks again (max ack pending 1 holds its next
+// message back until a lost one comes again); a key-parallel lane begins
+// its session again, running nothing until it is in sync.
+func (l *lane) relost() {
+	signal(l.repull)
+	signal(l.resyncs)
+}
 
 // remode makes the lane settle what it has out and serve again, serial or
 // key-parallel as its keys in flight now say.
@@ -284,7 +295,7 @@ func (l *lane) serve() bool {
 		// instance's pin, and the server refuses any other client's.
 		w.unpin(l.name, info.group)
 	}
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, 1)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true

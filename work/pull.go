@@ -59,7 +59,12 @@ const (
 	evAckAnswer                  // the answer to an ack (a late one, if seen here)
 )
 
-func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration) (*puller, error) {
+// newPuller subscribes a lane's inbox. batch is how many messages a
+// request asks for: 1 on a serial lane, the window on a key-parallel one;
+// the inbox holds four times that (deliveries, and the answers to their
+// acks and in-progress acks), so that nats.go never drops one as a slow
+// consumer's.
+func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration, batch int) (*puller, error) {
 	inbox := nc.NewInbox()
 	p := &puller{
 		nc:        nc,
@@ -68,10 +73,10 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time
 		pullReply: inbox + ".p",
 		ackPrefix: inbox + ".a",
 		group:     group,
-		batch:     1,
+		batch:     batch,
 		expiry:    expiry,
 		heartbeat: min(max(expiry/6, time.Second), 5*time.Second),
-		ch:        make(chan *nats.Msg, 64),
+		ch:        make(chan *nats.Msg, 64+4*batch),
 		timer:     time.NewTimer(time.Hour),
 	}
 	p.timer.Stop()

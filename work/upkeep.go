@@ -61,12 +61,13 @@ func (w *Worker) wakeLane(name string) {
 	}
 }
 
-// resumeLane makes a lane send a new pull request at once.
-func (w *Worker) resumeLane(name string) {
+// leaderElected: the lane's consumer has a new leader; the requests that
+// waited at the old one are gone, and so may be deliveries on their way.
+func (w *Worker) leaderElected(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if l := w.running[name]; l != nil {
-		l.resume()
+		l.relost()
 	}
 }
 
@@ -81,7 +82,7 @@ func (w *Worker) connectionChanged(st nats.Status) {
 	}
 	w.mu.Lock()
 	for _, l := range w.running {
-		l.resume()
+		l.relost()
 	}
 	n := len(w.running)
 	w.mu.Unlock()

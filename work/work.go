@@ -501,7 +501,7 @@ func (w *Worker) followAdvisories() func() {
 			if kind == "LEADER_ELECTED" {
 				// The lane's pull requests waited at the old leader: ask
 				// the new one at once.
-				w.resumeLane(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
+				w.leaderElected(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
 				return
 			}
 			w.relistSoon()
