@@ -144,15 +144,6 @@ type Shape struct {
 // KeyParallel reports whether the consumers are key-parallel lanes.
 func (sh Shape) KeyParallel() bool { return sh.KeysInFlight > 1 }
 
-// Slots is how many executions one consumer can run at once: its
-// workers, or a key-parallel lane's keys in flight (its one owner runs them).
-func (sh Shape) Slots() int {
-	if sh.KeyParallel() {
-		return sh.KeysInFlight
-	}
-	return sh.WorkersEach
-}
-
 // Shape is the strategy's consumer layout for p.
 func (s Strategy) Shape(p Params) Shape {
 	sh := Shape{Consumers: 1, WorkersEach: p.Workers()}

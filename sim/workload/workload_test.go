@@ -200,12 +200,12 @@ func TestDistributions(t *testing.T) {
 func TestGenerateRejects(t *testing.T) {
 	good := spec(1)
 	bad := map[string]func(*workload.Spec){
-		"--messages": func(s *workload.Spec) { s.Messages = 0 },
-		"--rate":     func(s *workload.Spec) { s.Rate = -1 },
-		"--crash":    func(s *workload.Spec) { s.Crash = 1 },
-		"no keys":    func(s *workload.Spec) { s.Keys = workload.Keys{} },
-		"weight 0":   func(s *workload.Spec) { s.Keys.Weights = make([]float64, len(s.Keys.Weights)) },
-		"weight":     func(s *workload.Spec) { s.Keys.Weights[0] = math.NaN() },
+		"--messages":              func(s *workload.Spec) { s.Messages = 0 },
+		"--rate":                  func(s *workload.Spec) { s.Rate = -1 },
+		"--crash":                 func(s *workload.Spec) { s.Crash = 1 },
+		"no keys":                 func(s *workload.Spec) { s.Keys = workload.Keys{} },
+		"weight 0":                func(s *workload.Spec) { s.Keys.Weights = make([]float64, len(s.Keys.Weights)) },
+		"weight":                  func(s *workload.Spec) { s.Keys.Weights[0] = math.NaN() },
 		"failing key unknown":     func(s *workload.Spec) { s.Failing = workload.Failing{Key: "nobody", Attempts: 1} },
 		"failing key no attempts": func(s *workload.Spec) { s.Failing = workload.Failing{Key: "key-01", Attempts: 0} },
 	}
