@@ -97,8 +97,11 @@ throughput, latency, per-key order, duplicates and final state:
 Every strategy gets the same workers: partitions x --workers. kv-lease runs
 when named (--strategy lanes,kv-lease). The model is a deterministic
 discrete-event simulation of JetStream pull consumers (ack wait, late acks,
-redelivery, max deliver, in-progress acks, backoff, pinned workers, leases);
---live runs it on a real server and shows both.
+redelivery, max deliver, in-progress acks, backoff, pinned workers, leases,
+key-parallel lanes with --keys-in-flight); --live runs it on a real server
+and shows both. A sweep recommends partitions, and with
+--sweep-keys-in-flight keys in flight too: fewer lanes first, since the
+server pays CPU for every lane (--server-cores).
 The design is read as plan reads it (-f FILE, the design flags, else
 $LANES_FILE or ./lanes.yaml, named on stderr). With no design at all: the
 seed story (alice, bob and carol; single vs 8 lanes).
