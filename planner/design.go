@@ -47,11 +47,11 @@ type LaneSettings struct {
 	// KeysInFlight above 1 makes a key-parallel lane: up to that many
 	// messages of distinct keys out at once, one per key (lanes work
 	// gates the keys; the server caps the lane with max ack pending).
-	KeysInFlight int `yaml:"keys_in_flight" json:"keys_in_flight,omitempty"`
-	MaxWaiting    int        `yaml:"max_waiting" json:"max_waiting"`
-	Pinned        bool       `yaml:"pinned" json:"pinned"`
-	PinnedTTL     Duration   `yaml:"pinned_ttl" json:"pinned_ttl,omitempty"`
-	Replicas      int        `yaml:"replicas" json:"replicas,omitempty"`
+	KeysInFlight int      `yaml:"keys_in_flight" json:"keys_in_flight,omitempty"`
+	MaxWaiting   int      `yaml:"max_waiting" json:"max_waiting"`
+	Pinned       bool     `yaml:"pinned" json:"pinned"`
+	PinnedTTL    Duration `yaml:"pinned_ttl" json:"pinned_ttl,omitempty"`
+	Replicas     int      `yaml:"replicas" json:"replicas,omitempty"`
 }
 
 // Mapping modes: where the partition mapping lives.
@@ -70,15 +70,15 @@ const (
 	// MaxKeysInFlight bounds keys_in_flight: a window far above the work
 	// one process can run at once buys nothing, and every key in flight
 	// holds a delivered message that in-progress acks keep alive.
-	MaxKeysInFlight = 1024
-	DefaultMaxWaiting    = 512
-	DefaultPinnedTTL     = 2 * time.Minute
-	DefaultStorage       = "file"
-	DefaultRetention     = "limits"
-	DefaultReplicas      = 1
-	serverMaxConsumers   = 1000 // nats-server's default cap on consumers per stream
-	maxNameLen           = 255
-	maxDesignName        = 64 // lane names are built from it
+	MaxKeysInFlight    = 1024
+	DefaultMaxWaiting  = 512
+	DefaultPinnedTTL   = 2 * time.Minute
+	DefaultStorage     = "file"
+	DefaultRetention   = "limits"
+	DefaultReplicas    = 1
+	serverMaxConsumers = 1000 // nats-server's default cap on consumers per stream
+	maxNameLen         = 255
+	maxDesignName      = 64 // lane names are built from it
 )
 
 // Duration is a time.Duration written as "30s" in files and JSON.
