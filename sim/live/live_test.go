@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -545,6 +546,41 @@ func needsKeyParallelWork(t *testing.T, err error) {
 	}
 }
 
+// checkKeyParallelLanes reads the lanes a run kept on the server: they
+// are the planner's key-parallel lanes, with k keys in flight.
+func checkKeyParallelLanes(t *testing.T, s *natstest.Server, k int) {
+	t.Helper()
+	_, js := natstest.Connect(t, s.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := streamNames(t, js)
+	if len(names) == 0 {
+		t.Fatal("the run kept no stream")
+	}
+	st, err := js.Stream(ctx, names[len(names)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	l := st.ListConsumers(ctx)
+	for info := range l.Info() {
+		cfg := info.Config
+		if cfg.MaxAckPending != k || cfg.PriorityPolicy != jetstream.PriorityPolicyPinned || cfg.Metadata[planner.MetaKeysInFlight] != strconv.Itoa(k) {
+			t.Errorf("lane %s on the server: max ack pending %d, priority policy %v, metadata %v; want the planner's key-parallel lane",
+				info.Name, cfg.MaxAckPending, cfg.PriorityPolicy, cfg.Metadata)
+		}
+		seen++
+	}
+	if l.Err() != nil || seen == 0 {
+		t.Fatalf("%d lanes read: %v", seen, l.Err())
+	}
+	for _, n := range names {
+		if err := js.DeleteStream(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // modelPrediction is the model's result for the lanes strategy on the
 // run's design and workload.
 func modelPrediction(t *testing.T, p *planner.Plan, w *workload.Workload, o Options) judge.Result {
@@ -596,26 +632,9 @@ func TestKeyParallelLanesOnWork(t *testing.T) {
 			if tc.spec.crash > 0 {
 				o.AckWait = 200 * time.Millisecond
 			}
-			checked := false
-			o.BeforeCleanup = func(ctx context.Context, c *connect.Conn, _, stream string) {
-				for i := range p.Lanes {
-					cons, err := c.JS.Consumer(ctx, stream, p.Lanes[i].Name)
-					if err != nil {
-						t.Errorf("lane %s: %v", p.Lanes[i].Name, err)
-						continue
-					}
-					cfg := cons.CachedInfo().Config
-					if cfg.MaxAckPending != 8 || cfg.PriorityPolicy != jetstream.PriorityPolicyPinned || cfg.Metadata[planner.MetaKeysInFlight] != "8" {
-						t.Errorf("lane %s on the server: max ack pending %d, priority policy %v, metadata %v; want the planner's key-parallel lane",
-							cfg.Name, cfg.MaxAckPending, cfg.PriorityPolicy, cfg.Metadata)
-					}
-				}
-				checked = true
-			}
+			o.Keep = true // the lanes stay for the check below; the server goes with the test
 			res, err := Run(context.Background(), o)
-			if !checked {
-				t.Fatalf("the lanes were never read on the server: %v", err)
-			}
+			checkKeyParallelLanes(t, s, 8)
 			needsKeyParallelWork(t, err)
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package live
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,9 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 		return nil, err
 	}
 	err = r.run(ctx)
+	if errors.Is(err, ErrRefused) {
+		return nil, err // nothing ran: no result to show
+	}
 	if ctx.Err() != nil {
 		r.rec.Interrupt()
 	}
