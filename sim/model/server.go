@@ -20,7 +20,7 @@ type ServerCost struct {
 	// every lane adds to it.
 	PerMessage time.Duration `json:"-"`
 	PerLane    time.Duration `json:"-"`
-	// The same in microseconds, for scripts.
+	// The same in microseconds, for scripts (NewServerCost fills them in).
 	PerMessageUs float64 `json:"cpu_per_message_us"`
 	PerLaneUs    float64 `json:"cpu_per_lane_us"`
 }

@@ -177,7 +177,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 		out.KeysInFlight = ks
 	}
 	if sc.Server.On() {
-		server := sc.Server
+		server := NewServerCost(sc.Server.Cores, sc.Server.PerMessage, sc.Server.PerLane) // its JSON figures filled in
 		out.Server = &server
 	}
 	base := sc.Target.Rate

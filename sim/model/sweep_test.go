@@ -193,7 +193,7 @@ func TestServerTerm(t *testing.T) {
 	}
 	// A serial sweep the server binds: 64 keys at 1ms on 1..3 lanes, a
 	// server of 0.0001 cores (2.5-3.2 msg/s).
-	sc := model.SweepConfig{From: 1, To: 3, Server: c.WithCores(0.0001), Target: model.Target{Rate: 1}, Headroom: model.DefaultHeadroom,
+	sc := model.SweepConfig{From: 1, To: 3, Server: model.ServerCost{Cores: 0.0001, PerMessage: c.PerMessage, PerLane: c.PerLane}, Target: model.Target{Rate: 1}, Headroom: model.DefaultHeadroom,
 		Base:         model.Config{WorkersPerLane: 1, Lane: lane(30 * time.Second)},
 		KeyPartition: func(p int) ([]int, error) { return modulo(64, p), nil },
 		Workload: func(rate float64) (*workload.Workload, error) {
@@ -206,6 +206,9 @@ func TestServerTerm(t *testing.T) {
 	}
 	if !s.ServerBound() || s.Keyed() || s.Points[2].Limit != model.LimitServer || !near(s.Points[2].Capacity, 0.0001/(30.7e-6+3*0.458e-6), 1e-9) {
 		t.Fatalf("%+v", s.Points)
+	}
+	if s.Server == nil || s.Server.PerMessageUs != 30.7 || s.Server.PerLaneUs != 0.458 || s.Server.Cores != 0.0001 {
+		t.Fatalf("the sweep's server term for scripts: %+v", s.Server)
 	}
 	if s.Recommended != 1 || !strings.Contains(s.Verdict, "The server's CPU bounds the points limited by server") {
 		t.Fatalf("recommended %d: %s", s.Recommended, s.Verdict)
