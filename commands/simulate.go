@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,8 +66,11 @@ func simulateCommand(io *IO) *cli.Command {
 		&cli.Float64Flag{Name: "rate", Usage: "publish rate, messages `PER_SECOND`; 0 publishes everything at once (a backlog)", Category: catWorkload},
 		&cli.StringFlag{Name: "process-time", Value: defaultProcess, Usage: "processing time `DIST`: 10ms (fixed), exp:10ms (exponential mean), lognormal:P50:P99", Category: catWorkload},
 		&cli.Float64Flag{Name: "crash", Usage: "probability `P` that a worker dies in the middle of a message (it is replaced at once)", Category: catWorkload},
+		&cli.StringFlag{Name: "failing-key", Usage: "`KEY:N`: the first message of KEY fails its first N attempts (a poison message that recovers; its key's later messages wait behind it)", Category: catWorkload},
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "random seed `N`: the same seed gives the same workload and the same result", Category: catWorkload},
-		&cli.StringFlag{Name: "sweep", Usage: "try partition counts `A..B` (lanes strategy) and recommend one", Category: catSweep},
+		&cli.StringFlag{Name: "sweep", Usage: "try partition counts `A..B` (or a list: 16,64,1024; lanes strategy) and recommend one", Category: catSweep},
+		&cli.StringFlag{Name: "sweep-keys-in-flight", Usage: "try each partition count with keys in flight `LIST` (1,8,64, or A..B doubling from A) and recommend both", Category: catSweep},
+		&cli.Float64Flag{Name: "server-cores", Value: model.DefaultServerCost.Cores, Usage: "the CPU `CORES` the nats-server gets: the sweep caps each point at what it can serve for that many lanes; 0 leaves the server out", Category: catSweep},
 		&cli.Float64Flag{Name: "target-rate", Usage: "sweep target: messages `PER_SECOND` to sustain", Category: catSweep},
 		&cli.DurationFlag{Name: "target-p99", Usage: "sweep target: end-to-end p99 latency `DURATION`", Category: catSweep, Action: positive("target-p99")},
 		&cli.StringFlag{Name: "plot", Usage: "write the sweep chart to `FILE` (.png or .svg)", Category: catSweep},
@@ -82,7 +87,8 @@ func simulateCommand(io *IO) *cli.Command {
 		Usage: "predict a design's throughput, latency and order, then prove it live",
 		UsageText: "lanes simulate [design flags | -f FILE] [--strategy LIST] [--keys uniform:K|zipf:K:S|file:PATH] [--from-stream NAME]\n" +
 			"   [--messages N] [--rate R] [--process-time D|exp:D|lognormal:P50:P99] [--ack-wait D] [--workers N] [--crash P]\n" +
-			"   [--in-progress] [--seed N] [--sweep A..B --target-rate R --target-p99 D --plot FILE] [--live [--keep]]\n" +
+			"   [--in-progress] [--failing-key KEY:N] [--seed N] [--keys-in-flight K]\n" +
+			"   [--sweep A..B|LIST [--sweep-keys-in-flight LIST] --target-rate R --target-p99 D --server-cores C --plot FILE] [--live [--keep]]\n" +
 			"   [--lease-ttl D] [--lease-retry D] [--round-trip D] [-o table|json]",
 		Description: `Run the same workload through several ways of consuming it and compare
 throughput, latency, per-key order, duplicates and final state:
@@ -91,8 +97,11 @@ throughput, latency, per-key order, duplicates and final state:
 Every strategy gets the same workers: partitions x --workers. kv-lease runs
 when named (--strategy lanes,kv-lease). The model is a deterministic
 discrete-event simulation of JetStream pull consumers (ack wait, late acks,
-redelivery, max deliver, in-progress acks, backoff, pinned workers, leases);
---live runs it on a real server and shows both.
+redelivery, max deliver, in-progress acks, backoff, pinned workers, leases,
+key-parallel lanes with --keys-in-flight); --live runs it on a real server
+and shows both. A sweep recommends partitions, and with
+--sweep-keys-in-flight keys in flight too: fewer lanes first, since the
+server pays CPU for every lane (--server-cores).
 The design is read as plan reads it (-f FILE, the design flags, else
 $LANES_FILE or ./lanes.yaml, named on stderr). With no design at all: the
 seed story (alice, bob and carol; single vs 8 lanes).
@@ -103,6 +112,8 @@ Examples:
    lanes simulate --partitions 16 --workers 2 --ack-wait 50ms --process-time 80ms          # duplicates
    lanes simulate --partitions 16 --workers 2 --ack-wait 50ms --process-time 80ms --in-progress
    lanes simulate -f lanes.yaml --keys file:keys.txt --sweep 1..64 --target-rate 5000 --target-p99 200ms --plot sweep.png
+   lanes simulate --partitions 1 --keys-in-flight 32 --keys uniform:1000 --process-time 1ms          # key-parallel lanes
+   lanes simulate --keys uniform:1000 --process-time 1ms --sweep 16,1024 --sweep-keys-in-flight 1,64 --target-rate 5000
    lanes simulate -f lanes.yaml --from-stream ORDERS --server nats://host:4222
    lanes simulate --live                                                                   # embedded server
    lanes simulate --strategy lanes,kv-lease --keys zipf:200:1.1 --process-time 20ms        # the lease alternative
@@ -145,6 +156,23 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 	if err := o.parseSweep(c.String("sweep")); err != nil {
 		return o, err
 	}
+	if o.SweepKeys, err = parseKeysInFlight(c.String("sweep-keys-in-flight")); err != nil {
+		return o, err
+	}
+	if o.Failing, err = parseFailing(c.String("failing-key")); err != nil {
+		return o, err
+	}
+	o.Server = model.DefaultServerCost.WithCores(c.Float64("server-cores"))
+	if o.SweepFrom == 0 {
+		for _, f := range []string{"sweep-keys-in-flight", "server-cores"} {
+			if c.IsSet(f) {
+				return o, usageErrorf("--%s belongs to a sweep: add --sweep A..B", f)
+			}
+		}
+	}
+	if o.Server.Cores < 0 || math.IsNaN(o.Server.Cores) || math.IsInf(o.Server.Cores, 0) {
+		return o, usageErrorf("--server-cores %g: must be 0 (leave the server out) or a positive number of cores", o.Server.Cores)
+	}
 	o.Lease = strategy.LeaseSettings{TTL: c.Duration("lease-ttl"), Retry: c.Duration("lease-retry")}
 	if o.Lease.Retry == 0 {
 		o.Lease.Retry = strategy.DefaultLeaseRetry(o.Process.Average())
@@ -168,6 +196,9 @@ func simulateOptions(c *cli.Context, io *IO) (SimulateOptions, error) {
 		return o, usageErrorf("--sweep varies the partition count, but the design adopts a fixed destination %q", d.Destination)
 	}
 	if o.Plan, err = planWithWarnings(d, io); err != nil {
+		return o, err
+	}
+	if err := o.checkSweepKeys(); err != nil {
 		return o, err
 	}
 	if err := o.CheckSize(0); err != nil {
@@ -233,11 +264,36 @@ func (o *SimulateOptions) validate() error {
 	return nil
 }
 
-// parseSweep reads "A..B" (or a single count "N").
+// parseSweep reads "A..B" (or a single count "N"), or a list of counts
+// and ranges, "16,64,1024" or "1..8,16".
 func (o *SimulateOptions) parseSweep(s string) error {
 	if s == "" {
 		return nil
 	}
+	const how = "a range of partition counts like 1..64, or a list like 16,64,1024"
+	if !strings.Contains(s, ",") {
+		a, b, err := parseRange("--sweep", s, how, planner.MaxPartitions, "partitions")
+		o.SweepFrom, o.SweepTo = a, b
+		return err
+	}
+	var counts []int
+	for _, item := range strings.Split(s, ",") {
+		a, b, err := parseRange("--sweep", strings.TrimSpace(item), how, planner.MaxPartitions, "partitions")
+		if err != nil {
+			return usageErrorf("--sweep %q: write %s, each count between 1 and %d", s, how, planner.MaxPartitions)
+		}
+		for p := a; p <= b; p++ {
+			counts = append(counts, p)
+		}
+	}
+	slices.Sort(counts)
+	counts = slices.Compact(counts)
+	o.SweepCounts, o.SweepFrom, o.SweepTo = counts, counts[0], counts[len(counts)-1]
+	return nil
+}
+
+// parseRange reads "A..B" or "N" for flag, between 1 and most.
+func parseRange(flag, s, how string, most int, what string) (int, int, error) {
 	from, to, found := strings.Cut(s, "..")
 	if !found {
 		to = from
@@ -246,13 +302,74 @@ func (o *SimulateOptions) parseSweep(s string) error {
 	b, errB := strconv.Atoi(strings.TrimSpace(to))
 	switch {
 	case errA != nil || errB != nil:
-		return usageErrorf("--sweep %q: write a range of partition counts like 1..64", s)
+		return 0, 0, usageErrorf("%s %q: write %s", flag, s, how)
 	case a < 1 || b < a:
-		return usageErrorf("--sweep %q: the range must start at 1 or more and not run backwards", s)
-	case b > planner.MaxPartitions:
-		return usageErrorf("--sweep %q: at most %d partitions", s, planner.MaxPartitions)
+		return 0, 0, usageErrorf("%s %q: the range must start at 1 or more and not run backwards", flag, s)
+	case b > most:
+		return 0, 0, usageErrorf("%s %q: at most %d %s", flag, s, most, what)
 	}
-	o.SweepFrom, o.SweepTo = a, b
+	return a, b, nil
+}
+
+// parseKeysInFlight reads the keys in flight a sweep tries: a list
+// "1,8,64", or "A..B", which doubles from A and ends at B (1..64: 1, 2,
+// 4, 8, 16, 32, 64).
+func parseKeysInFlight(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	const flag, how = "--sweep-keys-in-flight", "a list like 1,8,64 or a range like 1..64 (doubling)"
+	var ks []int
+	for _, item := range strings.Split(s, ",") {
+		a, b, err := parseRange(flag, strings.TrimSpace(item), how, planner.MaxKeysInFlight, "keys in flight (lane.keys_in_flight)")
+		if err != nil {
+			if !strings.Contains(s, ",") {
+				return nil, err
+			}
+			return nil, usageErrorf("%s %q: write %s, each between 1 and %d", flag, s, how, planner.MaxKeysInFlight)
+		}
+		for k := a; k < b; k *= 2 {
+			ks = append(ks, k)
+		}
+		ks = append(ks, b)
+	}
+	slices.Sort(ks)
+	return slices.Compact(ks), nil
+}
+
+// parseFailing reads --failing-key KEY:N.
+func parseFailing(s string) (workload.Failing, error) {
+	if s == "" {
+		return workload.Failing{}, nil
+	}
+	i := strings.LastIndex(s, ":")
+	if i <= 0 {
+		return workload.Failing{}, usageErrorf("--failing-key %q: write KEY:N, the key and how many attempts its first message fails", s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 1 {
+		return workload.Failing{}, usageErrorf("--failing-key %q: N, the attempts that fail, must be a whole number of 1 or more", s)
+	}
+	return workload.Failing{Key: s[:i], Attempts: n}, nil
+}
+
+// checkSweepKeys refuses keys in flight the design cannot take, as plan
+// would refuse --keys-in-flight: each K above 1 is planned, and the
+// error names the field in the way (a max_ack_pending of its own, an
+// unpinned lane).
+func (o SimulateOptions) checkSweepKeys() error {
+	for _, k := range o.SweepKeys {
+		if k <= 1 || k == o.Plan.Design.Lane.KeysInFlight {
+			continue
+		}
+		d := o.Plan.Design
+		d.Origin = maps.Clone(d.Origin)
+		d.Lane.KeysInFlight = k
+		d.SetOrigin("lane.keys_in_flight", "--sweep-keys-in-flight")
+		if _, err := planner.New(d); err != nil {
+			return usageErrorf("--sweep-keys-in-flight %d: %v", k, err)
+		}
+	}
 	return nil
 }
 

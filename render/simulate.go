@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,9 +66,13 @@ func simHeading(r sim.Report) string {
 		}
 		mode = "Live run on " + where + " (model's prediction beside each figure)"
 	}
-	return fmt.Sprintf("%s: design %s, %d %s x %d %s (%d workers per strategy)", mode, r.Design,
+	keyed := ""
+	if r.KeysInFlight > 1 {
+		keyed = fmt.Sprintf(", %d keys in flight per lane", r.KeysInFlight)
+	}
+	return fmt.Sprintf("%s: design %s, %d %s x %d %s%s (%d workers per strategy)", mode, r.Design,
 		r.Partitions, figure.Plural(r.Partitions, "lane", "lanes"), r.WorkersPerLane, figure.Plural(r.WorkersPerLane, "worker", "workers"),
-		r.Partitions*r.WorkersPerLane)
+		keyed, r.Partitions*r.WorkersPerLane)
 }
 
 // workloadLine describes the workload in one line.
@@ -91,6 +96,9 @@ func workloadLine(wl sim.WorkloadInfo) string {
 	}
 	if wl.Crash > 0 {
 		parts = append(parts, fmt.Sprintf("crash %g", wl.Crash))
+	}
+	if wl.FailingKey != "" {
+		parts = append(parts, fmt.Sprintf("%s's first message fails %d %s", planner.Printable(wl.FailingKey, 80), wl.FailingAttempts, figure.Plural(wl.FailingAttempts, "attempt", "attempts")))
 	}
 	if wl.MaxDeliver > 0 {
 		parts = append(parts, fmt.Sprintf("max deliver %d", wl.MaxDeliver))
@@ -260,32 +268,79 @@ func SweepReportTable(w io.Writer, s Styles, r sim.SweepReport) error {
 	return SweepTable(w, s, r.Sweep)
 }
 
-// SweepTable prints one row per partition count with capacity and p99
-// bars (the terminal chart) and the recommendation.
+// SweepTable prints one row per partition count (and keys in flight)
+// with capacity and p99 bars (the terminal chart) and the recommendation.
+// When the sweep tried key-parallel lanes, or the server's CPU bounds a
+// point, the rows also say the keys in flight, the server's CPU per
+// message and what bounds the capacity.
 func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
-	fmt.Fprintln(w, s.Heading.Render(fmt.Sprintf("Sweep: lanes strategy, %d..%d partitions", sw.From, sw.To)))
+	wide := sw.Keyed() || sw.ServerBound()
+	title := fmt.Sprintf("Sweep: lanes strategy, %s partitions", sw.Counts())
+	if sw.Keyed() {
+		title += " x keys in flight " + strings.Join(itoas(sw.KeysInFlight), ", ")
+	}
+	fmt.Fprintln(w, s.Heading.Render(title))
 	load := "latency measured on a backlog (all at once)"
 	if sw.LoadRate > 0 {
 		load = "latency measured with arrivals at " + figure.Rate(sw.LoadRate)
 	}
-	fmt.Fprintln(w, "  "+s.Dim.Render("capacity = rate a backlog drains at; "+load))
+	capacity := "capacity = rate a backlog drains at; "
+	if wide && sw.Server != nil {
+		capacity = fmt.Sprintf("capacity = rate a backlog drains at, at most what the server serves on %s %s; ",
+			strconv.FormatFloat(sw.Server.Cores, 'g', -1, 64), figure.Plural(int(math.Ceil(sw.Server.Cores)), "core", "cores"))
+	}
+	fmt.Fprintln(w, "  "+s.Dim.Render(capacity+load))
 	fmt.Fprintln(w)
 	topCap, topP99 := 0.0, 0.0
 	for _, p := range sw.Points {
-		topCap, topP99 = max(topCap, p.Capacity), max(topP99, p.LatencyP99ms)
+		topCap = max(topCap, p.Capacity)
+		if !p.Overloaded {
+			topP99 = max(topP99, p.LatencyP99ms)
+		}
 	}
-	t := newTable(w, "PARTITIONS", "CAPACITY", "", "P99", "", "HOTTEST LANE", "")
+	bar := 24
+	headers := []string{"PARTITIONS", "CAPACITY", "", "P99", "", "HOTTEST LANE", ""}
+	if wide {
+		bar = 16
+		headers = []string{"PARTITIONS"}
+		if sw.Keyed() {
+			headers = append(headers, "KEYS IN FLIGHT")
+		}
+		headers = append(headers, "CAPACITY", "", "P99", "", "HOTTEST LANE")
+		if sw.Server != nil {
+			headers = append(headers, "SERVER CPU/MSG")
+		}
+		headers = append(headers, "LIMIT", "")
+	}
+	t := newTable(w, headers...)
 	for _, p := range sw.Points {
 		mark := ""
 		switch {
-		case p.Partitions == sw.Recommended:
+		case p.Partitions == sw.Recommended && (!sw.Keyed() || p.KeysInFlight == sw.RecommendedKeysInFlight):
 			mark = s.Good.Render("<- recommended")
 		case p.Meets:
 			mark = s.Dim.Render("meets")
 		}
-		if err := t.Append([]string{strconv.Itoa(p.Partitions), figure.Rate(p.Capacity), s.Bar(p.Capacity, topCap, 24, false),
-			figure.Millis(p.LatencyP99ms), s.Bar(p.LatencyP99ms, topP99, 24, sw.TargetP99 > 0 && p.LatencyP99ms > sw.TargetP99),
-			figure.Share(p.HottestLaneShare), mark}); err != nil {
+		row := []string{strconv.Itoa(p.Partitions)}
+		if wide && sw.Keyed() {
+			row = append(row, strconv.Itoa(p.KeysInFlight))
+		}
+		p99, p99Bar := figure.Millis(p.LatencyP99ms), s.Bar(p.LatencyP99ms, topP99, bar, sw.TargetP99 > 0 && p.LatencyP99ms > sw.TargetP99)
+		if p.Overloaded {
+			p99, p99Bar = "grows", s.Warn.Render("(the server falls behind)")
+		}
+		row = append(row, figure.Rate(p.Capacity), s.Bar(p.Capacity, topCap, bar, false), p99, p99Bar, figure.Share(p.HottestLaneShare))
+		if wide {
+			if sw.Server != nil {
+				row = append(row, fmt.Sprintf("%.0fµs", p.ServerCPUus))
+			}
+			limit := p.Limit
+			if p.Limit == model.LimitServer {
+				limit = s.Warn.Render(limit)
+			}
+			row = append(row, limit)
+		}
+		if err := t.Append(append(row, mark)); err != nil {
 			return err
 		}
 	}
@@ -295,4 +350,12 @@ func SweepTable(w io.Writer, s Styles, sw model.Sweep) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, sw.Verdict)
 	return nil
+}
+
+func itoas(xs []int) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = strconv.Itoa(x)
+	}
+	return out
 }

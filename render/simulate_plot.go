@@ -28,13 +28,17 @@ var (
 
 // SweepPlot draws the sweep for reports: capacity (top) and p99 latency
 // (bottom) against the partition count, with the targets as red lines and
-// the recommended count in green. format is png or svg.
+// the recommended count in green; a sweep of keys in flight has one line
+// per K. format is png or svg.
 func SweepPlot(w io.Writer, format string, sw model.Sweep) error {
 	capacity, err := sweepPanel(sw, "capacity (messages/s)", func(p model.SweepPoint) float64 { return p.Capacity }, (1+sw.Headroom)*sw.TargetRate)
 	if err != nil {
 		return err
 	}
-	capacity.Title.Text = fmt.Sprintf("lanes sweep %d..%d partitions", sw.From, sw.To)
+	capacity.Title.Text = fmt.Sprintf("lanes sweep %s partitions", sw.Counts())
+	if sw.Keyed() {
+		capacity.Title.Text += " x keys in flight"
+	}
 	p99, err := sweepPanel(sw, "p99 latency (ms)", func(p model.SweepPoint) float64 { return p.LatencyP99ms }, sw.TargetP99)
 	if err != nil {
 		return err
@@ -68,20 +72,31 @@ func sweepPanel(sw model.Sweep, label string, value func(model.SweepPoint) float
 	p.Y.Label.Text = label
 	p.X.Tick.Marker = partitionTicks{}
 	p.Add(plotter.NewGrid())
-	pts := make(plotter.XYs, len(sw.Points))
 	top := target
-	for i, pt := range sw.Points {
-		pts[i] = plotter.XY{X: float64(pt.Partitions), Y: value(pt)}
+	for _, pt := range sw.Points {
 		top = max(top, value(pt))
 	}
 	// Start at zero and leave room above the highest point for the legend.
 	p.Y.Min, p.Y.Max = 0, top*1.2
-	line, dots, err := plotter.NewLinePoints(pts)
-	if err != nil {
-		return nil, err
+	for i, k := range sweepKeys(sw) {
+		var pts plotter.XYs
+		for _, pt := range sw.Points {
+			if pt.KeysInFlight == k || k == 0 {
+				pts = append(pts, plotter.XY{X: float64(pt.Partitions), Y: value(pt)})
+			}
+		}
+		line, dots, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return nil, err
+		}
+		c := seriesColor
+		if sw.Keyed() {
+			c = keyColors[i%len(keyColors)]
+			p.Legend.Add(fmt.Sprintf("keys in flight %d", k), line)
+		}
+		line.Color, dots.Color = c, c
+		p.Add(line, dots)
 	}
-	line.Color, dots.Color = seriesColor, seriesColor
-	p.Add(line, dots)
 	if target > 0 {
 		t, err := plotter.NewLine(plotter.XYs{{X: float64(sw.From), Y: target}, {X: float64(sw.To), Y: target}})
 		if err != nil {
@@ -92,7 +107,7 @@ func sweepPanel(sw model.Sweep, label string, value func(model.SweepPoint) float
 		p.Legend.Add("target", t)
 	}
 	for _, pt := range sw.Points {
-		if pt.Partitions != sw.Recommended {
+		if pt.Partitions != sw.Recommended || sw.Keyed() && pt.KeysInFlight != sw.RecommendedKeysInFlight {
 			continue
 		}
 		pick, err := plotter.NewScatter(plotter.XYs{{X: float64(pt.Partitions), Y: value(pt)}})
@@ -101,10 +116,29 @@ func sweepPanel(sw model.Sweep, label string, value func(model.SweepPoint) float
 		}
 		pick.Color, pick.Radius, pick.Shape = pickColor, vg.Points(5), draw.CircleGlyph{}
 		p.Add(pick)
-		p.Legend.Add(fmt.Sprintf("recommended: %d", pt.Partitions), pick)
+		label := fmt.Sprintf("recommended: %d", pt.Partitions)
+		if sw.Keyed() {
+			label += fmt.Sprintf(" x %d keys in flight", pt.KeysInFlight)
+		}
+		p.Legend.Add(label, pick)
 	}
 	p.Legend.Top = true
 	return p, nil
+}
+
+// keyColors tell the keys in flight apart.
+var keyColors = []color.RGBA{seriesColor,
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}, color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff}}
+
+// sweepKeys are the series to draw: one per keys in flight, or one (0)
+// for a sweep of partition counts alone.
+func sweepKeys(sw model.Sweep) []int {
+	if !sw.Keyed() {
+		return []int{0}
+	}
+	return sw.KeysInFlight
 }
 
 // partitionTicks labels whole partition counts, about ten of them.

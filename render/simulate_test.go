@@ -133,6 +133,36 @@ func TestSweepTableGolden(t *testing.T) {
 	golden.Check(t, "simulate_sweep.golden", b.Bytes())
 }
 
+// keyedSweep is the comparison, as the model gives it for 1,000
+// keys and a 1ms handler: 16 lanes, serial or with 64 keys in flight,
+// against 1,024 serial lanes, on the default server term.
+func keyedSweep() model.Sweep {
+	server := model.DefaultServerCost
+	sw := model.Sweep{From: 16, To: 1024, TargetRate: 20000, Headroom: 0.25, LoadRate: 25000, Recommended: 16, RecommendedKeysInFlight: 64,
+		KeysInFlight: []int{1, 64}, Server: &server, HottestKey: "key-0375", HottestKeyShare: 0.0017, KeyCeiling: 588235}
+	for _, p := range []model.SweepPoint{
+		{Partitions: 16, KeysInFlight: 1, Capacity: 15174.5, LaneCapacity: 15174.5, ServerCeiling: 32870.5, ServerCPUus: 38.028, Limit: model.LimitLanes, LatencyP99ms: 482.84, HottestLaneShare: 0.0659},
+		{Partitions: 16, KeysInFlight: 64, Capacity: 32870.5, LaneCapacity: 500000, ServerCeiling: 32870.5, ServerCPUus: 38.028, Limit: model.LimitServer, LatencyP99ms: 1.6, HottestLaneShare: 0.0659, Meets: true},
+		{Partitions: 1024, KeysInFlight: 1, Capacity: 2501.5, LaneCapacity: 160000, ServerCeiling: 2501.5, ServerCPUus: 499.692, Limit: model.LimitServer, LatencyP99ms: 1.84, HottestLaneShare: 0.00625, Overloaded: true},
+		{Partitions: 1024, KeysInFlight: 64, Capacity: 2501.5, LaneCapacity: 606060, ServerCeiling: 2501.5, ServerCPUus: 499.692, Limit: model.LimitServer, LatencyP99ms: 1.6, HottestLaneShare: 0.00625, Overloaded: true},
+	} {
+		sw.Points = append(sw.Points, p)
+	}
+	sw.Verdict = model.SweepVerdict(sw)
+	return sw
+}
+
+// A sweep of partitions and keys in flight names K on every row, the
+// server's CPU per message and what bounds each point; rows the server
+// cannot keep up with say so instead of a p99.
+func TestKeyedSweepTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := render.SweepTable(&b, render.PlainStyles(), keyedSweep()); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "simulate_sweep_keyed.golden", b.Bytes())
+}
+
 func TestSweepPlot(t *testing.T) {
 	for _, format := range render.PlotFormats {
 		var b bytes.Buffer
@@ -146,6 +176,15 @@ func TestSweepPlot(t *testing.T) {
 	}
 	if err := render.SweepPlot(&bytes.Buffer{}, "gif", simSweep()); err == nil {
 		t.Fatal("gif accepted")
+	}
+	var b bytes.Buffer
+	if err := render.SweepPlot(&b, "svg", keyedSweep()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"keys in flight 1", "keys in flight 64", "recommended: 16 x 64 keys in flight"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the keyed sweep's plot lacks %q", want)
+		}
 	}
 }
 

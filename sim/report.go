@@ -12,13 +12,16 @@ type Report struct {
 	Mode string `json:"mode"` // model or live
 	// Server is where a live run ran: its URL without user info, or
 	// "embedded" for the in-process server the run started and removed.
-	Server         string           `json:"server,omitempty"`
-	Design         string           `json:"design"`
-	Subject        string           `json:"subject"`
-	Partitions     int              `json:"partitions"`
-	WorkersPerLane int              `json:"workers_per_lane"`
-	Workload       WorkloadInfo     `json:"workload"`
-	Results        []StrategyResult `json:"results"`
+	Server         string `json:"server,omitempty"`
+	Design         string `json:"design"`
+	Subject        string `json:"subject"`
+	Partitions     int    `json:"partitions"`
+	WorkersPerLane int    `json:"workers_per_lane"`
+	// KeysInFlight is the design's lane.keys_in_flight when above 1: its
+	// lanes are key-parallel.
+	KeysInFlight int              `json:"keys_in_flight,omitempty"`
+	Workload     WorkloadInfo     `json:"workload"`
+	Results      []StrategyResult `json:"results"`
 	// Verdicts are one sentence per result (strategy.Verdicts).
 	Verdicts []string `json:"-"`
 	// LaneNames are the lane consumers' names, by partition.
@@ -43,7 +46,10 @@ type WorkloadInfo struct {
 	MaxDeliver  int      `json:"max_deliver"`
 	InProgress  bool     `json:"in_progress"`
 	Crash       float64  `json:"crash"`
-	Seed        uint64   `json:"seed"`
+	// FailingKey's first message fails its first FailingAttempts attempts.
+	FailingKey      string `json:"failing_key,omitempty"`
+	FailingAttempts int    `json:"failing_attempts,omitempty"`
+	Seed            uint64 `json:"seed"`
 	// The kv-lease strategy's settings, when it runs.
 	LeaseTTL   string `json:"lease_ttl,omitempty"`
 	LeaseRetry string `json:"lease_retry,omitempty"`

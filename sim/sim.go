@@ -65,12 +65,21 @@ type Options struct {
 	// this many workers.
 	WorkersPerLane int
 	Crash          float64
-	InProgress     bool
-	Seed           uint64
+	// Failing makes one key's first message fail its first attempts.
+	Failing    workload.Failing
+	InProgress bool
+	Seed       uint64
 	// SweepFrom..SweepTo are the partition counts Sweep tries, against
-	// Target.
+	// Target; SweepCounts, when set, lists them instead (SweepFrom and
+	// SweepTo are then its first and last).
 	SweepFrom, SweepTo int
-	Target             model.Target
+	SweepCounts        []int
+	// SweepKeys are the keys in flight Sweep tries with every count;
+	// empty: the design's.
+	SweepKeys []int
+	// Server is the sweep's server term (model.ServerCost).
+	Server model.ServerCost
+	Target model.Target
 	// Live runs the workload on Conn's server too (an embedded one when
 	// Conn names none); Keep leaves what it created on a named server.
 	Live bool
@@ -131,6 +140,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &Report{Mode: "model", Design: o.Plan.Design.Name, Subject: o.Plan.Design.Subject,
 		Partitions: o.Plan.Design.Partitions, WorkersPerLane: o.WorkersPerLane, Workload: info, LaneNames: laneNames(o.Plan)}
+	if k := o.Plan.Design.Lane.KeysInFlight; k > 1 {
+		r.KeysInFlight = k
+	}
 	predictions, err := o.model(ctx, w)
 	if err != nil {
 		return nil, err
@@ -169,8 +181,9 @@ func Sweep(ctx context.Context, o Options) (*SweepReport, error) {
 		return nil, err
 	}
 	sc := model.SweepConfig{
-		From: o.SweepFrom, To: o.SweepTo, Target: o.Target, Headroom: model.DefaultHeadroom,
-		Base: o.modelConfig(strategy.Lanes, nil),
+		From: o.SweepFrom, To: o.SweepTo, Counts: o.SweepCounts, KeysInFlight: o.SweepKeys, Server: o.Server,
+		Target: o.Target, Headroom: model.DefaultHeadroom,
+		Base: o.modelConfig(strategy.Lanes, nil), LaneFor: o.laneFor,
 		KeyPartition: func(n int) ([]int, error) {
 			d := o.Plan.Design
 			d.Partitions = n
@@ -195,6 +208,19 @@ func Sweep(ctx context.Context, o Options) (*SweepReport, error) {
 		WorkersPerLane: o.WorkersPerLane, Workload: info, Sweep: sw}, nil
 }
 
+// laneFor is the design's lane with k keys in flight, as the planner
+// would make it: above 1 pinned with max ack pending k; 1 a serial lane,
+// pinned only when the design asks for it (not when the planner pinned
+// it for the design's keys in flight).
+func (o Options) laneFor(k int) model.Lane {
+	l := o.modelConfig(strategy.Lanes, nil).Lane.WithKeysInFlight(k)
+	d := o.Plan.Design
+	if _, set := d.Origin["lane.pinned"]; k <= 1 && d.Lane.KeysInFlight > 1 && !set {
+		l.Pinned = false
+	}
+	return l
+}
+
 // prepare reads the keys and makes the workload.
 func (o Options) prepare(ctx context.Context) (workload.Spec, *workload.Workload, WorkloadInfo, error) {
 	keys, from, err := o.keys(ctx)
@@ -204,7 +230,7 @@ func (o Options) prepare(ctx context.Context) (workload.Spec, *workload.Workload
 	if err := o.CheckSize(len(keys.Names)); err != nil {
 		return workload.Spec{}, nil, WorkloadInfo{}, err
 	}
-	spec := workload.Spec{Keys: keys, Messages: o.Messages, Rate: o.Rate, Process: o.Process, Crash: o.Crash, Seed: o.Seed}
+	spec := workload.Spec{Keys: keys, Messages: o.Messages, Rate: o.Rate, Process: o.Process, Crash: o.Crash, Failing: o.Failing, Seed: o.Seed}
 	w, err := workload.Generate(spec)
 	if err != nil {
 		return workload.Spec{}, nil, WorkloadInfo{}, &InputError{err}
@@ -232,7 +258,7 @@ func (o Options) model(ctx context.Context, w *workload.Workload) ([]judge.Resul
 func (o Options) modelConfig(st strategy.Strategy, keyPartition []int) model.Config {
 	l := o.Plan.Design.Lane
 	lane := model.Lane{AckWait: l.AckWait.D(), MaxDeliver: l.MaxDeliver, MaxAckPending: l.MaxAckPending,
-		Pinned: l.Pinned, PinnedTTL: l.PinnedTTL.D()}
+		Pinned: l.Pinned, PinnedTTL: l.PinnedTTL.D(), KeysInFlight: l.KeysInFlight}
 	for _, b := range l.BackOff {
 		lane.BackOff = append(lane.BackOff, b.D())
 	}
@@ -266,7 +292,7 @@ func (o Options) workloadInfo(w *workload.Workload, from string) WorkloadInfo {
 	l := o.Plan.Design.Lane
 	info := WorkloadInfo{Messages: len(w.Messages), Keys: len(w.Spec.Keys.Names), KeysFrom: from,
 		Rate: o.Rate, ProcessTime: o.Process.String(), AckWait: l.AckWait.String(), MaxDeliver: l.MaxDeliver,
-		InProgress: o.InProgress, Crash: o.Crash, Seed: o.Seed}
+		InProgress: o.InProgress, Crash: o.Crash, Seed: o.Seed, FailingKey: o.Failing.Key, FailingAttempts: o.Failing.Attempts}
 	if len(l.BackOff) > 0 {
 		steps := make([]string, len(l.BackOff))
 		for i, b := range l.BackOff {

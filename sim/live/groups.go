@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,6 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/internal/clock"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
+	"github.com/lanes-dev/lanes/sim/strategy"
 	"github.com/lanes-dev/lanes/work"
 )
 
@@ -39,20 +41,30 @@ const maxGroups = planner.MaxLiveConnections
 // errCrashed is the error a crashed attempt hands back to work.
 var errCrashed = errors.New("simulated crash")
 
-// groupsFit: work serves lanes with max ack pending 1 only (two messages
-// of a lane out at once could run out of order), with up to maxGroups
-// groups.
-func groupsFit(workersPerLane, maxAckPending int) bool {
-	return maxAckPending == 1 && workersPerLane <= maxGroups
+// groupsFit: work serves serial lanes (max ack pending 1) and
+// key-parallel lanes (max ack pending K with keys in flight K, whose
+// owner gates the keys), with up to maxGroups groups. Two messages of a
+// plain lane of max ack pending above 1 could run out of order: work
+// does not serve it.
+func groupsFit(workersPerLane int, sh strategy.Shape) bool {
+	return (sh.MaxAckPending == 1 || sh.KeyParallel()) && workersPerLane <= maxGroups
 }
+
+// ErrRefused: lanes work started and refused to serve the run's lanes
+// (its Stats count them), so the run cannot go on.
+var ErrRefused = errors.New("lanes work refused to serve the lanes")
 
 // group is one work.Worker and its handler's state.
 type group struct {
 	r      *strategyRun
 	index  int
 	bucket string
-	clocks []*clock.Clock // per lane: a lane runs one handler at a time
-	held   []*heldMsg     // per lane: the test-only hold fault
+	worker atomic.Pointer[work.Worker] // once made
+	// clocks are the handlers' timers, one per handler running at once
+	// (a key-parallel lane runs up to K).
+	clocks chan *clock.Clock
+	mu     sync.Mutex
+	held   []*heldMsg // per lane: the test-only hold fault
 }
 
 // startGroups starts one work.Worker per group; the returned channel is
@@ -61,7 +73,8 @@ func (r *strategyRun) startGroups(ctx context.Context, wg *sync.WaitGroup, fail 
 	n := r.lanes[0].workers
 	for i := range n {
 		g := &group{r: r, index: i, bucket: fmt.Sprintf("%s_W%d", r.box.stream, i+1),
-			clocks: make([]*clock.Clock, len(r.lanes)), held: make([]*heldMsg, len(r.lanes))}
+			clocks: make(chan *clock.Clock, len(r.lanes)*max(1, r.keysInFlight)), held: make([]*heldMsg, len(r.lanes))}
+		r.groups = append(r.groups, g)
 		r.box.buckets = append(r.box.buckets, g.bucket)
 		wg.Add(1)
 		go func() {
@@ -87,9 +100,14 @@ func (r *strategyRun) startGroups(ctx context.Context, wg *sync.WaitGroup, fail 
 	return ready
 }
 
-// waitPulls polls the server until every lane has n pulls waiting.
+// waitPulls polls the server until every lane has n pulls waiting. When
+// a group's work.Worker refuses lanes, no pull will come: it returns
+// ErrRefused.
 func (r *strategyRun) waitPulls(ctx context.Context, n int) error {
 	for {
+		if err := r.refused(); err != nil {
+			return err
+		}
 		l, err := r.api.List(ctx, r.box.stream)
 		if err != nil {
 			return err
@@ -109,6 +127,20 @@ func (r *strategyRun) waitPulls(ctx context.Context, n int) error {
 	}
 }
 
+// refused is ErrRefused, with what was refused, when a group's worker
+// has refused lanes.
+func (r *strategyRun) refused() error {
+	for _, g := range r.groups {
+		if w := g.worker.Load(); w != nil {
+			if st := w.Stats(); st.Refused > 0 {
+				return fmt.Errorf("%w: %d of %d (max ack pending %d, keys in flight %d); this lanes work does not serve them",
+					ErrRefused, st.Refused, st.Refused+st.Lanes, r.lane0.MaxAckPending, max(1, r.keysInFlight))
+			}
+		}
+	}
+	return nil
+}
+
 func (g *group) run(ctx context.Context, js jetstream.JetStream) error {
 	r := g.r
 	cfg := work.Config{Stream: r.box.stream, Design: r.box.plan.Design.Name, Instance: "sim-" + strconv.Itoa(g.index+1),
@@ -117,6 +149,7 @@ func (g *group) run(ctx context.Context, js jetstream.JetStream) error {
 	if err != nil {
 		return err
 	}
+	g.worker.Store(w)
 	// Stop at once when the run ends: a handler in the middle of a message
 	// stops there, as the plain workers do.
 	defer context.AfterFunc(ctx, w.Abort)()
@@ -131,10 +164,31 @@ func (g *group) run(ctx context.Context, js jetstream.JetStream) error {
 }
 
 func (g *group) close() {
-	for _, c := range g.clocks {
-		if c != nil {
+	for {
+		select {
+		case c := <-g.clocks:
 			c.Close()
+		default:
+			return
 		}
+	}
+}
+
+// clock takes a handler's timer; put gives it back.
+func (g *group) clock() *clock.Clock {
+	select {
+	case c := <-g.clocks:
+		return c
+	default:
+		return clock.New()
+	}
+}
+
+func (g *group) put(c *clock.Clock) {
+	select {
+	case g.clocks <- c:
+	default:
+		c.Close()
 	}
 }
 
@@ -152,22 +206,44 @@ func (g *group) Handle(ctx context.Context, m *work.Msg) error {
 		return work.Term(fmt.Errorf("message %q on %s has no valid %s header", m.Subject, r.box.stream, headerMsg))
 	}
 	lane := m.Partition
-	if g.held[lane] == nil && r.o.hold != nil && r.o.hold(idx) {
-		// Acked unprocessed, so the lane moves on; counted as in flight
-		// so the run does not end while it is held.
-		r.inflight.Add(1)
-		g.held[lane] = &heldMsg{idx, m.Attempt}
-		return nil
+	if r.o.hold != nil && g.hold(lane, idx, m.Attempt) {
+		return nil // acked unprocessed, so the lane moves on
 	}
 	if err := g.execute(ctx, lane, idx, m.Attempt); err != nil {
 		return err
 	}
-	if h := g.held[lane]; h != nil && r.w.Prev(idx) == h.msg {
-		g.held[lane] = nil
+	if h := g.release(lane, idx); h != nil {
 		defer r.inflight.Add(-1)
 		return g.execute(ctx, lane, h.msg, h.attempt)
 	}
 	return nil
+}
+
+// hold takes message idx aside when the hold fault asks for it and the
+// lane holds nothing yet; it is counted as in flight so that the run
+// does not end while it is held.
+func (g *group) hold(lane, idx, attempt int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held[lane] != nil || !g.r.o.hold(idx) {
+		return false
+	}
+	g.r.inflight.Add(1)
+	g.held[lane] = &heldMsg{idx, attempt}
+	return true
+}
+
+// release gives back the message held on lane once its successor idx
+// has run.
+func (g *group) release(lane, idx int) *heldMsg {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.held[lane]
+	if h == nil || g.r.w.Prev(idx) != h.msg {
+		return nil
+	}
+	g.held[lane] = nil
+	return h
 }
 
 // execute works on one attempt as the workload decides it: Begin, work,
@@ -179,10 +255,9 @@ func (g *group) execute(ctx context.Context, lane, idx, attempt int) error {
 	defer r.inflight.Add(-1)
 	d, crash := r.w.Attempt(idx, attempt)
 	e := r.rec.Begin(idx, lane, r.now())
-	if g.clocks[lane] == nil {
-		g.clocks[lane] = clock.New()
-	}
-	if !sleep(ctx, g.clocks[lane], d) {
+	c := g.clock()
+	defer g.put(c)
+	if !sleep(ctx, c, d) {
 		return ctx.Err() // interrupted: the execution stays open, as it was
 	}
 	if crash {

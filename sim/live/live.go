@@ -165,8 +165,8 @@ func (o *Options) Check() error {
 		case strategy.Work:
 			// The strategy runs on the work package itself, never on a
 			// stand-in: a live run measures the runtime that ships.
-			if !groupsFit(o.WorkersPerLane, s.Shape(o.params()).MaxAckPending) {
-				return fmt.Errorf("strategy %s runs live on lanes work, one instance per worker of a lane: at most %d workers per lane (--workers %d), and lanes of max ack pending 1",
+			if !groupsFit(o.WorkersPerLane, s.Shape(o.params())) {
+				return fmt.Errorf("strategy %s runs live on lanes work, one instance per worker of a lane: at most %d workers per lane (--workers %d), and lanes of max ack pending 1, or key-parallel lanes (--keys-in-flight K, which sets it to K)",
 					s.Name, maxGroups, o.WorkersPerLane)
 			}
 		case strategy.Lease:

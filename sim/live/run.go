@@ -3,6 +3,7 @@ package live
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ type strategyRun struct {
 	subjects []string      // per key, the published subject inside the sandbox
 	ackWait  time.Duration // the shortest the server waits for an ack
 	lane0    planner.ConsumerConfig
+	// keysInFlight above 1: the lanes are key-parallel.
+	keysInFlight int
+	groups       []*group // the work mechanics' worker groups
 
 	started   chan struct{} // closed when the clock starts
 	start     time.Time
@@ -55,7 +59,7 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 	defs, lanes := box.consumers(st, o.params())
 	r := &strategyRun{o: &o, strategy: st, c: c, api: jsapi.New(c), workerCO: workerCO, box: box, lanes: lanes, w: o.Workload,
 		started: make(chan struct{}), done: make([]atomic.Bool, len(o.Workload.Messages)),
-		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff), lane0: defs[0]}
+		ackWait: shortestAckWait(defs[0].AckWait, defs[0].BackOff), lane0: defs[0], keysInFlight: st.Shape(o.params()).KeysInFlight}
 	if r.rec, err = r.recorder(); err != nil {
 		return nil, err
 	}
@@ -76,6 +80,9 @@ func runStrategy(ctx context.Context, c *connect.Conn, workerCO connect.Options,
 		return nil, err
 	}
 	err = r.run(ctx)
+	if errors.Is(err, ErrRefused) {
+		return nil, err // nothing ran: no result to show
+	}
 	if ctx.Err() != nil {
 		r.rec.Interrupt()
 	}
@@ -103,7 +110,7 @@ func (r *strategyRun) recorder() (*judge.Recorder, error) {
 func (o *Options) params() strategy.Params {
 	d := o.Plan.Design
 	return strategy.Params{Partitions: len(o.Plan.Consumers), WorkersPerLane: o.WorkersPerLane,
-		MaxAckPending: d.Lane.MaxAckPending, Pinned: d.Lane.Pinned}
+		MaxAckPending: d.Lane.MaxAckPending, Pinned: d.Lane.Pinned, KeysInFlight: d.Lane.KeysInFlight}
 }
 
 // ackWaitOf is how long the server waits for the ack of a delivery

@@ -119,3 +119,39 @@ func TestEveryRegisteredStrategyRunsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A key-parallel design's lanes are the planner's, in the sandbox too:
+// max ack pending K, the pinned group, and the lanes.keys_in_flight
+// metadata lanes work reads; the live run accepts it for lanes work, and
+// still refuses a plain max ack pending above 1.
+func TestKeyParallelLanesCarryThePlan(t *testing.T) {
+	p := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Lane.KeysInFlight = 16 })
+	box, err := newSandbox(p, "x", "lanes", time.Second, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Plan: p, WorkersPerLane: 2}
+	defs, lanes := box.consumers(strategy.Lanes, o.params())
+	if len(defs) != 4 {
+		t.Fatalf("%d lanes", len(defs))
+	}
+	for i, d := range defs {
+		if d.MaxAckPending != 16 || d.PriorityPolicy != "pinned_client" || len(d.PriorityGroups) != 1 || lanes[i].group != planner.PinnedGroup ||
+			d.Metadata[planner.MetaKeysInFlight] != "16" || d.AckWait != time.Second || !strings.Contains(d.Description, "key-parallel") {
+			t.Errorf("lane %d: %+v, group %q", i, d, lanes[i].group)
+		}
+		if tag, ok := planner.TagOf(d.Metadata); !ok || tag.KeysInFlight != 16 || tag.Partition != i {
+			t.Errorf("lane %d tag %+v %v", i, tag, ok)
+		}
+	}
+	w := newWorkload(t, p, spec{keys: "uniform:4", messages: 4, process: time.Millisecond})
+	o = Options{Plan: p, Workload: w, Strategies: []strategy.Strategy{strategy.Lanes}, WorkersPerLane: 2}
+	if err := o.Check(); err != nil {
+		t.Errorf("a key-parallel design refused: %v", err)
+	}
+	plain := testutil.PlanDesign(t, testutil.Seed(4), func(d *planner.Design) { d.Lane.MaxAckPending = 16 })
+	o.Plan = plain
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), "key-parallel lanes (--keys-in-flight K") {
+		t.Errorf("max ack pending 16 without keys in flight: %v", err)
+	}
+}

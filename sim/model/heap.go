@@ -10,6 +10,7 @@ import "time"
 // same instant.
 const (
 	evEnd          uint8 = iota // a worker finishes or crashes
+	evKeyEnd                    // a key-parallel lane's handler finishes or fails
 	evExpire                    // an ack-wait deadline passes
 	evRelease                   // a lease release reaches the server
 	evReleaseReply              // its answer reaches the worker, which acks

@@ -24,6 +24,9 @@ type Lane struct {
 	MaxAckPending int             // the design's (strategies with a lane per partition use it)
 	Pinned        bool            // the design's lanes are pinned: one pinned worker receives
 	PinnedTTL     time.Duration   // the pin moves this long after the pinned worker stops pulling
+	// KeysInFlight above 1 makes the design's lanes key-parallel (see
+	// keyed.go); 0 or 1 is a serial lane.
+	KeysInFlight int
 }
 
 // Config is one model run. Every strategy gets the same total workers,
@@ -56,7 +59,7 @@ const DefaultRoundTrip = 200 * time.Microsecond
 // Params are the strategy parameters of this run.
 func (c Config) Params() strategy.Params {
 	return strategy.Params{Partitions: c.Partitions, WorkersPerLane: c.WorkersPerLane,
-		MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned}
+		MaxAckPending: c.Lane.MaxAckPending, Pinned: c.Lane.Pinned, KeysInFlight: c.Lane.KeysInFlight}
 }
 
 func (c Config) validate(w *workload.Workload) error {
@@ -71,6 +74,8 @@ func (c Config) validate(w *workload.Workload) error {
 		return fmt.Errorf("model: max deliver must be -1 or at least 1")
 	case c.Lane.Pinned && c.Lane.PinnedTTL <= 0:
 		return fmt.Errorf("model: a pinned lane needs a positive pinned TTL")
+	case c.Lane.KeysInFlight < 0:
+		return fmt.Errorf("model: keys in flight cannot be negative")
 	}
 	switch c.Strategy.Model {
 	case strategy.Pull:
@@ -89,6 +94,9 @@ func (c Config) validate(w *workload.Workload) error {
 	sh := c.Strategy.Shape(c.Params())
 	if sh.MaxAckPending < 1 {
 		return fmt.Errorf("model: max ack pending must be at least 1")
+	}
+	if sh.KeyParallel() && c.Strategy.Model != strategy.Pull {
+		return fmt.Errorf("model: key-parallel lanes need the pull mechanics, not %q", c.Strategy.Model)
 	}
 	if sh.ByPartition {
 		if len(c.KeyPartition) != len(w.Spec.Keys.Names) {
@@ -155,6 +163,8 @@ type consumer struct {
 	idleHead      int
 	pinned        int32 // the pinned worker; -1: the next worker to pull gets the pin
 	waking        bool  // an arrival event is scheduled
+	// keyed: a key-parallel lane, its deliveries gated per key (keyed.go).
+	keyed bool
 	// Delayed naks (the lease mechanics): the messages waiting out their
 	// delay, and the server's check of them (see lease.go, onNakCheck).
 	naked   []nakedMsg
@@ -178,6 +188,9 @@ type sim struct {
 	leasing bool
 	leases  []leaseState
 	rev     uint64 // the lease bucket's last revision
+	// keys: per key, the key gate of key-parallel lanes (keyed.go); nil
+	// for serial lanes.
+	keys []keyGate
 }
 
 func newSim(w *workload.Workload, cfg Config) *sim {
@@ -192,7 +205,10 @@ func newSim(w *workload.Workload, cfg Config) *sim {
 	}
 	s.consumers = make([]consumer, sh.Consumers)
 	for i := range s.consumers {
-		s.consumers[i] = consumer{lane: i, maxAckPending: sh.MaxAckPending, pinned: -1}
+		s.consumers[i] = consumer{lane: i, maxAckPending: sh.MaxAckPending, pinned: -1, keyed: sh.KeyParallel()}
+	}
+	if sh.KeyParallel() {
+		s.keys = newKeyGates(len(w.Spec.Keys.Names))
 	}
 	if !sh.ByPartition {
 		all := make([]int32, len(w.Messages))
@@ -232,6 +248,8 @@ func (s *sim) run(ctx context.Context) error {
 		switch e.kind {
 		case evEnd:
 			s.onEnd(e.a)
+		case evKeyEnd:
+			s.onKeyEnd(e.a)
 		case evExpire:
 			s.onExpire(e.a, e.b)
 		case evArrive:
@@ -260,6 +278,10 @@ func (s *sim) run(ctx context.Context) error {
 // dispatch hands messages to idle workers for as long as the consumer has
 // both: a worker with a pull waiting, and a message it may deliver.
 func (s *sim) dispatch(c *consumer) {
+	if c.keyed {
+		s.dispatchKeyed(c)
+		return
+	}
 	for {
 		wid, fromQueue := s.peekIdle(c)
 		if wid < 0 {
@@ -332,6 +354,9 @@ func (s *sim) take(c *consumer) int32 {
 		if st.exhausted {
 			st.status = msgDropped
 			c.pending--
+			if c.keyed {
+				s.dropped(m)
+			}
 			continue
 		}
 		return m

@@ -92,6 +92,10 @@ type Strategy struct {
 	AckPending AckPending
 	// Pinned: lanes follow the design's pinned-client setting.
 	Pinned bool
+	// KeyParallel: lanes follow the design's keys in flight; with K above
+	// 1 a lane's owner runs up to K distinct keys at once, one message per
+	// key (a key-parallel lane).
+	KeyParallel bool
 	// Store is how the store the workers write to checks a write.
 	Store judge.Store
 	// Model and Live are the mechanics of the model's and the live run's
@@ -113,6 +117,8 @@ type Params struct {
 	WorkersPerLane int
 	MaxAckPending  int  // the design's lanes'
 	Pinned         bool // the design's lanes are pinned
+	// KeysInFlight is the design's lane.keys_in_flight (0 or 1: serial lanes).
+	KeysInFlight int
 }
 
 // Workers is every strategy's total.
@@ -128,7 +134,15 @@ type Shape struct {
 	// ByPartition: a message goes to the consumer of its key's partition;
 	// otherwise every message goes to consumer 0.
 	ByPartition bool
+	// KeysInFlight above 1: each consumer is a key-parallel lane. Its max
+	// ack pending is KeysInFlight, only its pinned owner receives, and the
+	// owner runs a message only when no earlier message of its key is
+	// unsettled; the others wait in their key's queue, holding their slot.
+	KeysInFlight int
 }
+
+// KeyParallel reports whether the consumers are key-parallel lanes.
+func (sh Shape) KeyParallel() bool { return sh.KeysInFlight > 1 }
 
 // Shape is the strategy's consumer layout for p.
 func (s Strategy) Shape(p Params) Shape {
@@ -145,6 +159,10 @@ func (s Strategy) Shape(p Params) Shape {
 		sh.MaxAckPending = p.MaxAckPending
 	}
 	sh.Pinned = s.Pinned && p.Pinned
+	if s.KeyParallel && sh.ByPartition && p.KeysInFlight > 1 {
+		// The planner makes such a lane pinned with max ack pending K.
+		sh.KeysInFlight, sh.MaxAckPending, sh.Pinned = p.KeysInFlight, p.KeysInFlight, true
+	}
 	return sh
 }
 
@@ -157,7 +175,11 @@ func (s Strategy) Recorder(w *workload.Workload, p Params, keyPartition []int) *
 	if sh.ByPartition {
 		laneOf = func(i int) int { return keyPartition[w.Messages[i].Key] }
 	}
-	return judge.New(w, s.Name, sh.Consumers, sh.WorkersEach, laneOf, s.Store)
+	rec := judge.New(w, s.Name, sh.Consumers, sh.WorkersEach, laneOf, s.Store)
+	if sh.KeyParallel() {
+		rec.KeyParallel(sh.KeysInFlight)
+	}
+	return rec
 }
 
 // Single is the seed's starting point: one serial consumer.
@@ -172,17 +194,19 @@ var Single = Strategy{
 	Baseline:   true,
 }
 
-// Lanes is the design: one serial lane per partition.
+// Lanes is the design: one serial lane per partition, or with keys in
+// flight K above 1, one key-parallel lane per partition.
 var Lanes = Strategy{
-	Name:       "lanes",
-	Summary:    "the design: one serial lane per partition",
-	Consumers:  PerPartition,
-	AckPending: AsDesigned,
-	Pinned:     true,
-	Model:      Pull,
-	Live:       Work,
-	Default:    true,
-	Notes:      lanesNotes,
+	Name:        "lanes",
+	Summary:     "the design: one serial lane per partition",
+	Consumers:   PerPartition,
+	AckPending:  AsDesigned,
+	Pinned:      true,
+	KeyParallel: true,
+	Model:       Pull,
+	Live:        Work,
+	Default:     true,
+	Notes:       lanesNotes,
 }
 
 // Unordered shows what goes wrong without serial consumers.

@@ -32,6 +32,26 @@ func TestShapes(t *testing.T) {
 	}
 }
 
+// keys_in_flight K above 1 makes the lanes key-parallel: max ack pending
+// K, pinned, the shared strategies ignore it, and
+// K=1 is the serial lane.
+func TestKeyParallelShape(t *testing.T) {
+	p := Params{Partitions: 4, WorkersPerLane: 2, MaxAckPending: 32, Pinned: true, KeysInFlight: 32}
+	want := Shape{Consumers: 4, WorkersEach: 2, MaxAckPending: 32, Pinned: true, ByPartition: true, KeysInFlight: 32}
+	if got := Lanes.Shape(p); got != want || !got.KeyParallel() {
+		t.Errorf("lanes, K=32: %+v, want %+v", got, want)
+	}
+	for _, s := range []Strategy{Single, Unordered, Versioned, KVLease} {
+		if got := s.Shape(p); got.KeyParallel() || got.KeysInFlight != 0 {
+			t.Errorf("%s follows keys in flight: %+v", s.Name, got)
+		}
+	}
+	p.KeysInFlight, p.MaxAckPending, p.Pinned = 1, 1, false
+	if got := Lanes.Shape(p); got.KeyParallel() || got.KeysInFlight != 0 {
+		t.Errorf("lanes, K=1: %+v", got)
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	seen := map[string]bool{}
 	baselines := 0

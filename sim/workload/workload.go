@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,7 +36,19 @@ type Spec struct {
 	Process Process
 	// Crash is the probability that a worker dies in the middle of an attempt.
 	Crash float64
-	Seed  uint64
+	// Failing, when its Key is set, makes one key's first message fail
+	// its first Attempts attempts: a poison message that recovers.
+	Failing Failing
+	Seed    uint64
+}
+
+// Failing is a failing key: the first message of Key fails its first
+// Attempts attempts (each runs its whole processing time, then fails, as
+// a handler that returns an error), then succeeds. On an ordered lane the
+// key's later messages wait behind it.
+type Failing struct {
+	Key      string
+	Attempts int
 }
 
 // Message is one publish.
@@ -53,6 +66,8 @@ type Workload struct {
 	prev []int32
 	// last[k] is the index of key k's last message, or -1.
 	last []int32
+	// failing is the index of the failing key's first message, or -1.
+	failing int
 }
 
 // Generate draws the message sequence.
@@ -73,7 +88,7 @@ func Generate(s Spec) (*Workload, error) {
 	return build(s, func(int) int {
 		k := sort.SearchFloat64s(cdf, r.Float64()*total)
 		return min(k, len(cdf)-1)
-	}), nil
+	})
 }
 
 // Sequence publishes exactly the given keys (indexes into s.Keys) in order,
@@ -89,13 +104,13 @@ func Sequence(s Spec, keys []int) (*Workload, error) {
 			return nil, fmt.Errorf("message %d: key index %d out of range", i+1, k)
 		}
 	}
-	return build(s, func(i int) int { return keys[i] }), nil
+	return build(s, func(i int) int { return keys[i] })
 }
 
 // build lays out s.Messages messages, the key of each chosen by keyOf, and
 // arrivals evenly spaced at the rate (all at 0 when the rate is 0).
-func build(s Spec, keyOf func(i int) int) *Workload {
-	w := &Workload{Spec: s, Messages: make([]Message, s.Messages), prev: make([]int32, s.Messages), last: make([]int32, len(s.Keys.Names))}
+func build(s Spec, keyOf func(i int) int) (*Workload, error) {
+	w := &Workload{Spec: s, Messages: make([]Message, s.Messages), prev: make([]int32, s.Messages), last: make([]int32, len(s.Keys.Names)), failing: -1}
 	for k := range w.last {
 		w.last[k] = -1
 	}
@@ -110,7 +125,19 @@ func build(s Spec, keyOf func(i int) int) *Workload {
 		w.prev[i] = w.last[k]
 		w.last[k] = int32(i)
 	}
-	return w
+	if f := s.Failing; f.Key != "" {
+		k := slices.Index(s.Keys.Names, f.Key)
+		for i := range w.Messages {
+			if w.Messages[i].Key == k {
+				w.failing = i
+				break
+			}
+		}
+		if w.failing < 0 {
+			return nil, fmt.Errorf("--failing-key %q: no message of the workload has that key", f.Key)
+		}
+	}
+	return w, nil
 }
 
 func (s Spec) validate() error {
@@ -125,6 +152,10 @@ func (s Spec) validate() error {
 		return fmt.Errorf("--rate must be 0 (all at once) or positive")
 	case s.Crash < 0 || s.Crash >= 1:
 		return fmt.Errorf("--crash must be a probability in [0, 1)")
+	case s.Failing.Key != "" && s.Failing.Attempts < 1:
+		return fmt.Errorf("--failing-key %q: its first message must fail at least 1 attempt", s.Failing.Key)
+	case s.Failing.Key != "" && !slices.Contains(s.Keys.Names, s.Failing.Key):
+		return fmt.Errorf("--failing-key %q: no such key in the workload", s.Failing.Key)
 	}
 	for i, w := range s.Keys.Weights {
 		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
@@ -154,10 +185,14 @@ func (w *Workload) attemptRand(i, attempt int) *rand.Rand {
 
 // Attempt decides attempt a (1-based) of message i: how long the worker
 // works on it, and whether it dies before finishing (then the work time is
-// how long it ran before dying).
+// how long it ran before dying). The failing key's first message fails
+// its first Failing.Attempts attempts after its whole work time.
 func (w *Workload) Attempt(i, attempt int) (work time.Duration, crash bool) {
 	r := w.attemptRand(i, attempt)
 	work = w.Spec.Process.draw(r)
+	if i == w.failing && attempt <= w.Spec.Failing.Attempts {
+		return work, true
+	}
 	if w.Spec.Crash > 0 && r.Float64() < w.Spec.Crash {
 		return time.Duration(r.Float64() * float64(work)), true
 	}

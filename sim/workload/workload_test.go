@@ -200,12 +200,14 @@ func TestDistributions(t *testing.T) {
 func TestGenerateRejects(t *testing.T) {
 	good := spec(1)
 	bad := map[string]func(*workload.Spec){
-		"--messages": func(s *workload.Spec) { s.Messages = 0 },
-		"--rate":     func(s *workload.Spec) { s.Rate = -1 },
-		"--crash":    func(s *workload.Spec) { s.Crash = 1 },
-		"no keys":    func(s *workload.Spec) { s.Keys = workload.Keys{} },
-		"weight 0":   func(s *workload.Spec) { s.Keys.Weights = make([]float64, len(s.Keys.Weights)) },
-		"weight":     func(s *workload.Spec) { s.Keys.Weights[0] = math.NaN() },
+		"--messages":              func(s *workload.Spec) { s.Messages = 0 },
+		"--rate":                  func(s *workload.Spec) { s.Rate = -1 },
+		"--crash":                 func(s *workload.Spec) { s.Crash = 1 },
+		"no keys":                 func(s *workload.Spec) { s.Keys = workload.Keys{} },
+		"weight 0":                func(s *workload.Spec) { s.Keys.Weights = make([]float64, len(s.Keys.Weights)) },
+		"weight":                  func(s *workload.Spec) { s.Keys.Weights[0] = math.NaN() },
+		"failing key unknown":     func(s *workload.Spec) { s.Failing = workload.Failing{Key: "nobody", Attempts: 1} },
+		"failing key no attempts": func(s *workload.Spec) { s.Failing = workload.Failing{Key: "key-01", Attempts: 0} },
 	}
 	for name, f := range bad {
 		s := good
@@ -214,5 +216,42 @@ func TestGenerateRejects(t *testing.T) {
 		if _, err := workload.Generate(s); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// A failing key's first message fails its first N attempts, each after
+// its whole work time; nothing else changes, so a workload without a
+// failing key decides every attempt as before.
+func TestFailingKey(t *testing.T) {
+	s := spec(2)
+	s.Crash = 0
+	plain, err := workload.Generate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Failing = workload.Failing{Key: "key-07", Attempts: 2}
+	w, err := workload.Generate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := slices.IndexFunc(w.Messages, func(m workload.Message) bool { return s.Keys.Names[m.Key] == "key-07" })
+	if first < 0 || w.Prev(first) != -1 {
+		t.Fatalf("key-07's first message is %d", first)
+	}
+	for i := range w.Messages[:2000] {
+		for a := 1; a <= 3; a++ {
+			d, crash := w.Attempt(i, a)
+			pd, _ := plain.Attempt(i, a)
+			if want := i == first && a <= 2; crash != want || d != pd {
+				t.Fatalf("message %d attempt %d: crash %v after %s; want crash %v after the whole %s", i, a, crash, d, want, pd)
+			}
+		}
+	}
+	s.Keys = workload.Keys{}
+	s.Keys.Add("a", "s.a", 1)
+	s.Keys.Add("b", "s.b", 0)
+	s.Failing = workload.Failing{Key: "b", Attempts: 1}
+	if _, err := workload.Generate(s); err == nil || !strings.Contains(err.Error(), "no message of the workload has that key") {
+		t.Fatalf("a failing key without messages: %v", err)
 	}
 }
