@@ -535,17 +535,6 @@ func TestLanesRunOnlyOnLanesWork(t *testing.T) {
 	}
 }
 
-// needsKeyParallelWork skips a test of key-parallel lanes while lanes work
-// refuses them (on this branch work serves serial lanes only: issue 17's
-// runtime adds key-parallel serving). Delete its one call once work
-// serves lanes.keys_in_flight: the test must then pass.
-func needsKeyParallelWork(t *testing.T, err error) {
-	t.Helper()
-	if errors.Is(err, ErrRefused) {
-		t.Skip("needs work's key-parallel runtime: " + err.Error())
-	}
-}
-
 // checkKeyParallelLanes reads the lanes a run kept on the server: they
 // are the planner's key-parallel lanes, with k keys in flight.
 func checkKeyParallelLanes(t *testing.T, s *natstest.Server, k int) {
@@ -635,7 +624,6 @@ func TestKeyParallelLanesOnWork(t *testing.T) {
 			o.Keep = true // the lanes stay for the check below; the server goes with the test
 			res, err := Run(context.Background(), o)
 			checkKeyParallelLanes(t, s, 8)
-			needsKeyParallelWork(t, err)
 			if err != nil {
 				t.Fatal(err)
 			}
