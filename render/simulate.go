@@ -70,9 +70,10 @@ func simHeading(r sim.Report) string {
 	if r.KeysInFlight > 1 {
 		keyed = fmt.Sprintf(", %d keys in flight per lane", r.KeysInFlight)
 	}
-	return fmt.Sprintf("%s: design %s, %d %s x %d %s%s (%d workers per strategy)", mode, r.Design,
+	n := r.Partitions * r.WorkersPerLane
+	return fmt.Sprintf("%s: design %s, %d %s x %d %s%s (%d %s per strategy)", mode, r.Design,
 		r.Partitions, figure.Plural(r.Partitions, "lane", "lanes"), r.WorkersPerLane, figure.Plural(r.WorkersPerLane, "worker", "workers"),
-		keyed, r.Partitions*r.WorkersPerLane)
+		keyed, n, figure.Plural(n, "worker", "workers"))
 }
 
 // workloadLine describes the workload in one line.
