@@ -308,14 +308,24 @@ func lockBucket(ctx context.Context, conn *connect.Conn) (jetstream.KeyValue, er
 	if t := TopologyOf(conn); t.Clustered && t.Servers >= 3 {
 		replicas = 3
 	}
-	kv, err = conn.JS.CreateKeyValue(rctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:         LockBucket,
 		Description:    "lanes apply: one lock per stream (key), renewed while an apply runs",
 		History:        1,
 		Storage:        jetstream.FileStorage,
 		Replicas:       replicas,
 		LimitMarkerTTL: time.Second,
-	})
+	}
+	kv, err = conn.JS.CreateKeyValue(rctx, cfg)
+	// Right after a cluster (re)starts its meta leader may not know every
+	// node yet, and cannot place the replicas: that passes in moments.
+	for wait := 100 * time.Millisecond; jsapi.IsNoPeers(err) && rctx.Err() == nil; wait = min(2*wait, time.Second) {
+		select {
+		case <-rctx.Done():
+		case <-time.After(wait):
+			kv, err = conn.JS.CreateKeyValue(rctx, cfg)
+		}
+	}
 	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		return conn.JS.KeyValue(rctx, LockBucket) // created by another apply just now
 	}

@@ -22,6 +22,10 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (err_code %d)", e.Descri
 // server/errors.json).
 const (
 	CodeClusterNotAvailable = 10008 // no meta leader: the cluster cannot answer
+	// CodeNoPeers: no node to place a replica on ("no suitable peers for
+	// placement"); right after a cluster starts, the meta leader may not
+	// have every node's stats yet.
+	CodeNoPeers = 10005
 	CodeConsumerNotFound    = 10014
 	CodeMessageNotFound     = 10037
 	CodeStreamNotFound      = 10059
@@ -65,6 +69,10 @@ func HasCode(err error, codes ...int) bool {
 
 // IsStreamNotFound: the stream does not exist.
 func IsStreamNotFound(err error) bool { return HasCode(err, CodeStreamNotFound) }
+
+// IsNoPeers: the cluster could not place a replica, for now perhaps
+// (see CodeNoPeers).
+func IsNoPeers(err error) bool { return HasCode(err, CodeNoPeers) }
 
 // IsConsumerNotFound: the consumer does not exist.
 func IsConsumerNotFound(err error) bool { return HasCode(err, CodeConsumerNotFound) }

@@ -63,7 +63,9 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 		cancel()
 		// No answer, or a bucket another instance is creating this moment
 		// (its stream named but not found yet, in a cluster): try again.
-		racing := errors.Is(err, context.DeadlineExceeded) || jsapi.IsStreamNotFound(err) || errors.Is(err, jetstream.ErrBucketNotFound)
+		// A cluster that just started may not place its replicas yet.
+		racing := errors.Is(err, context.DeadlineExceeded) || jsapi.IsStreamNotFound(err) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+			jsapi.IsNoPeers(err)
 		if err == nil || ctx.Err() != nil || !racing {
 			return kv, err
 		}
