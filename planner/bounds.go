@@ -10,6 +10,11 @@ const (
 	// the server, and every per-partition loop stays finite.
 	MaxPartitions = 16384
 
+	// MaxKeysInFlight bounds keys_in_flight: a window far above the work
+	// one process can run at once buys nothing, and every key in flight
+	// holds a delivered message that in-progress acks keep alive.
+	MaxKeysInFlight = 1024
+
 	// MaxSubjects bounds the per-subject counts read from a stream (inspect's
 	// placement check, simulate --from-stream): one page of the server's list.
 	MaxSubjects = 100_000

@@ -67,18 +67,14 @@ const (
 	DefaultMaxDeliver    = -1 // never drop a message silently; inspect flags a stuck lane
 	DefaultMaxAckPending = 1
 	DefaultKeysInFlight  = 1
-	// MaxKeysInFlight bounds keys_in_flight: a window far above the work
-	// one process can run at once buys nothing, and every key in flight
-	// holds a delivered message that in-progress acks keep alive.
-	MaxKeysInFlight    = 1024
-	DefaultMaxWaiting  = 512
-	DefaultPinnedTTL   = 2 * time.Minute
-	DefaultStorage     = "file"
-	DefaultRetention   = "limits"
-	DefaultReplicas    = 1
-	serverMaxConsumers = 1000 // nats-server's default cap on consumers per stream
-	maxNameLen         = 255
-	maxDesignName      = 64 // lane names are built from it
+	DefaultMaxWaiting    = 512
+	DefaultPinnedTTL     = 2 * time.Minute
+	DefaultStorage       = "file"
+	DefaultRetention     = "limits"
+	DefaultReplicas      = 1
+	serverMaxConsumers   = 1000 // nats-server's default cap on consumers per stream
+	maxNameLen           = 255
+	maxDesignName        = 64 // lane names are built from it
 )
 
 // Duration is a time.Duration written as "30s" in files and JSON.
