@@ -284,8 +284,8 @@ func keyParallelVsSerial(b *testing.B, n int, handler func() work.Handler) {
 // handled, as the rate is, so that creating lanes, publishing the backlog
 // and the workers' start and stop are left out.
 //
-// One turn (both sides) takes about 30 s, most of it the 1,024 serial
-// lanes; more while key-parallel lanes lose deliveries (see
+// One turn (both sides) takes 15-30 s, most of it the 1,024 serial
+// lanes; about 2 minutes while key-parallel lanes lose deliveries (see
 // docs/performance.md): a lost one holds its slot until the ack wait.
 //
 //	go test ./work -run '^$' -bench KeyParallelVsLanes -benchtime 1x
