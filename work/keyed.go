@@ -637,6 +637,13 @@ func (k *keyed) tick() error {
 		l.stats.unconfirmed.Add(1)
 		return fmt.Errorf("%w: the server did not confirm the ack of seq %d", errRestart, h.seq)
 	}
+	if n, err := k.dropped(); err == nil && n > 0 {
+		// The inbox is sized for the window; should nats.go still have
+		// dropped a delivery (a slow consumer), its key's next message
+		// could run first: begin again, in sync.
+		w.log.Error("the lane's inbox dropped messages (a slow consumer): beginning the session again", "lane", l.name, "dropped", n)
+		return fmt.Errorf("%w: the inbox dropped %d messages", errRestart, n)
+	}
 	if !k.synced && !k.draining && info.group != "" && k.pin == "" && now.Sub(k.began) > pinPatience(l.pinRestarts) {
 		l.pinRestarts++
 		return fmt.Errorf("%w: no delivery under a pin, and messages are out", errRestart)
@@ -795,4 +802,12 @@ func (l *lane) recordWindow(win *membership.Window, now bool) {
 			l.w.log.Debug("cannot record the lane's window", "lane", l.name, "error", err)
 		}
 	}()
+}
+
+// dropped is how many messages nats.go dropped from the lane's inbox.
+func (k *keyed) dropped() (int, error) {
+	if k.p.sub == nil {
+		return 0, nil
+	}
+	return k.p.sub.Dropped()
 }
