@@ -25,10 +25,10 @@ const (
 	// CodeNoPeers: no node to place a replica on ("no suitable peers for
 	// placement"); right after a cluster starts, the meta leader may not
 	// have every node's stats yet.
-	CodeNoPeers = 10005
-	CodeConsumerNotFound    = 10014
-	CodeMessageNotFound     = 10037
-	CodeStreamNotFound      = 10059
+	CodeNoPeers          = 10005
+	CodeConsumerNotFound = 10014
+	CodeMessageNotFound  = 10037
+	CodeStreamNotFound   = 10059
 	// CodeWrongLastSequence: a write on the condition of a sequence (a KV
 	// create or update) found another one. Replicated streams answer
 	// CodeWrongLastSequenceConstant instead.

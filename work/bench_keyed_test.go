@@ -370,33 +370,7 @@ func drainCPU(b *testing.B, srv *natstest.Process, p *planner.Plan, total int, i
 		}
 		return nil
 	})
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "bench"}, h)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ended := make(chan error, 1)
-	go func() { ended <- w.Run(ctx) }()
-	select {
-	case <-done:
-	case err := <-ended:
-		b.Fatalf("worker ended: %v", err)
-	case <-time.After(5 * time.Minute):
-		b.Fatal("not drained in 5 minutes")
-	}
-	cancel()
-	if err := <-ended; err != nil {
-		b.Fatal(err)
-	}
+	worktest.RunUntil(b, srv.URL(), p, h, done)
 	if err, _ := cpuErr.Load().(error); err != nil {
 		b.Fatal(err)
 	}

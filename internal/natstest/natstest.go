@@ -51,16 +51,7 @@ func StartWith(t testing.TB, opts *server.Options) *Server {
 // Restart stops the server and starts it again on the same port and store.
 func (s *Server) Restart() {
 	s.t.Helper()
-	port := s.Server.Addr().(*net.TCPAddr).Port // unknown once stopped
-	s.Stop()
-	opts := s.Opts.Clone()
-	opts.Port = port
-	ns, err := embedded.Start(opts)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(ns.Stop)
-	s.Server = ns
+	s.Down()()
 }
 
 // Down stops the server; up starts it again on the same port and store.

@@ -85,6 +85,20 @@ func Drain(b *testing.B, url string, p *planner.Plan, total int, inner work.Hand
 		}
 		return nil
 	})
+	RunUntil(b, url, p, h, done)
+	return sp.Rate()
+}
+
+// Median is the middle of v.
+func Median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// RunUntil runs a Worker with handler h on p's lanes until done is closed
+// (5 minutes at most), then stops it.
+func RunUntil(b *testing.B, url string, p *planner.Plan, h work.Handler, done <-chan struct{}) {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		b.Fatal(err)
@@ -112,12 +126,4 @@ func Drain(b *testing.B, url string, p *planner.Plan, total int, inner work.Hand
 	if err := <-ended; err != nil {
 		b.Fatal(err)
 	}
-	return sp.Rate()
-}
-
-// Median is the middle of v.
-func Median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
