@@ -121,6 +121,9 @@ type keyed struct {
 	running int
 	results chan result
 	acks    map[string]*held // answer subject -> message being settled
+	// wpiPrefix starts the subjects the answers to in-progress acks come
+	// on (<inbox>.aw<seq>).
+	wpiPrefix string
 	// synced: the server's messages out are all held here (see sync);
 	// until then nothing runs.
 	synced   bool
@@ -178,7 +181,7 @@ func (l *lane) keyedSession() (bool, error) {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true, nil
 	}
-	k.p = p
+	k.p, k.wpiPrefix = p, p.ackPrefix+"w"
 	tick := time.NewTicker(k.every())
 	defer tick.Stop()
 	k.syncT = time.NewTimer(0) // the first check at once
@@ -553,7 +556,7 @@ func (k *keyed) sendSettle(h *held) {
 // settled, its key goes on) or to an in-progress ack.
 func (k *keyed) answered(subject string) {
 	l := k.l
-	if seq, ok := strings.CutPrefix(subject, k.p.ackPrefix+"w"); ok {
+	if seq, ok := strings.CutPrefix(subject, k.wpiPrefix); ok {
 		if n, err := strconv.ParseUint(seq, 10, 64); err == nil {
 			if h := k.bySeq[n]; h != nil {
 				h.heard = time.Now()
@@ -620,7 +623,7 @@ func (k *keyed) tick() error {
 		}
 		if now.Sub(last) >= deadline/5 {
 			h.lastWPI = now
-			_ = w.nc.PublishRequest(h.m.Reply, k.p.ackPrefix+"w"+strconv.FormatUint(h.seq, 10), []byte("+WPI"))
+			_ = w.nc.PublishRequest(h.m.Reply, k.wpiPrefix+strconv.FormatUint(h.seq, 10), []byte("+WPI"))
 		}
 	}
 	if !oldest.IsZero() {

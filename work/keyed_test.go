@@ -48,6 +48,7 @@ func keysOn(t testing.TB, p *planner.Plan, partition, n int) []string {
 // A key-parallel lane runs distinct keys at once: with K=4 and eight keys
 // on one lane, four handlers are seen running together (each first
 // message waits until four run), and the judge finds every key in order.
+// The lane's pin (Nats-Pin-Id) is not among the headers a handler gets.
 func TestKeyParallelRunsKeysAtOnce(t *testing.T) {
 	t.Parallel()
 	s, _, js, p := setup(t, "orders", 1, keysInFlight(4, 0))
@@ -57,6 +58,9 @@ func TestKeyParallelRunsKeysAtOnce(t *testing.T) {
 	four := make(chan struct{})
 	var once sync.Once
 	h := HandlerFunc(func(ctx context.Context, m *Msg) error {
+		if pin := m.Header.Get("Nats-Pin-Id"); pin != "" {
+			t.Errorf("seq %d: the handler sees the lane's pin %q", m.Seq, pin)
+		}
 		mu.Lock()
 		running++
 		peak = max(peak, running)

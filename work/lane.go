@@ -571,14 +571,9 @@ func (l *lane) message(m *nats.Msg, meta *nats.MsgMetadata) *Msg {
 		Data:      m.Data,
 		Instance:  l.w.cfg.Instance,
 	}
-	if m.Header.Get("Nats-Pin-Id") != "" {
-		msg.Header = nats.Header{}
-		for k, v := range m.Header {
-			if k != "Nats-Pin-Id" {
-				msg.Header[k] = v
-			}
-		}
-	}
+	// The pin is the lane's business, not the handler's; it was read when
+	// the delivery came in.
+	delete(m.Header, "Nats-Pin-Id")
 	return msg
 }
 
