@@ -95,7 +95,8 @@ func TestScripts(t *testing.T) {
 //	waitserving STREAM DESIGN INSTANCE...
 //	                            wait (up to 30s) until the instances of lanes work named are live members
 //	                            of the design's membership and every lane recorded there is served by one
-//	                            of them, split evenly: the lanes are settled before the script publishes
+//	                            of them, split evenly: the lanes are settled before the script publishes;
+//	                            INSTANCE * is the one live member, whatever its name
 //	sleep DURATION              let a background command run (a --watch shows its output only when
 //	                            it ends); never for correctness: it only gives the command time
 //	mask [-table] SRC DST [REGEXP...]
@@ -259,6 +260,12 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 // one a live member serving its even share, every lane served by one of
 // them), or "" when they are.
 func settledOn(sv *membership.Serving, instances []string) string {
+	if len(instances) == 1 && instances[0] == "*" {
+		if len(sv.Members) != 1 {
+			return fmt.Sprintf("%d live members, want one", len(sv.Members))
+		}
+		instances = []string{sv.Members[0].Instance}
+	}
 	live := map[string]bool{}
 	for _, m := range sv.Members {
 		live[m.Instance] = true
