@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -195,13 +195,17 @@ func TestSimulateSizesRefused(t *testing.T) {
 		{[]string{"--keys", "uniform:100000000"}, "between 1 and 1000000"},
 		{[]string{"--messages", "10000000", "--keys", "uniform:1000000", "--partitions", "16384"}, "would need about 3.01 GiB of memory; a simulation may use 3.00 GiB"},
 	} {
-		start := time.Now()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		code, out, errs := simMain(t, append([]string{"simulate"}, tc.args...)...)
+		runtime.ReadMemStats(&after)
 		if code != ExitUsage || out != "" || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.want)
 		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("%v: refused after %s: it allocated first", tc.args, took)
+		// Refused before anything was allocated: the smallest of these
+		// runs would allocate gigabytes.
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+			t.Errorf("%v: refused after allocating %d MiB", tc.args, grew>>20)
 		}
 	}
 }
