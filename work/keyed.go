@@ -1,6 +1,7 @@
 package work
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,8 @@ type held struct {
 	settling *settling
 }
 
+// settling is an ack or term sent for a held message, awaiting the
+// server's answer.
 type settling struct {
 	body   []byte
 	reply  string // where the answer comes
@@ -74,21 +77,11 @@ type settling struct {
 // keyQueue is one key's messages out, by stream sequence.
 type keyQueue struct{ open []*held }
 
+// insert adds h in stream order (a redelivery can come after a later
+// message of its key).
 func (q *keyQueue) insert(h *held) {
-	i, _ := slices.BinarySearchFunc(q.open, h.seq, func(a *held, seq uint64) int {
-		return cmpSeq(a.seq, seq)
-	})
+	i, _ := slices.BinarySearchFunc(q.open, h.seq, func(a *held, seq uint64) int { return cmp.Compare(a.seq, seq) })
 	q.open = slices.Insert(q.open, i, h)
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // outcomeKind is what a handler's result asks of the lane.
@@ -102,6 +95,7 @@ const (
 	doHandBack                    // stopping at once, or the handler could not run: nak
 )
 
+// result is a handler's run, as its goroutine reports it to the lane.
 type result struct {
 	h     *held
 	kind  outcomeKind
