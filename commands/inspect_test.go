@@ -744,8 +744,11 @@ func TestInspectSlowMembershipBucket(t *testing.T) {
 		}
 	}
 	name := c.Servers[victim].Opts.ServerName
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: membership.Bucket, LimitMarkerTTL: time.Hour,
-		Placement: &jetstream.Placement{Tags: []string{"node:" + name}}}); err != nil {
+	if err := natstest.RetryPlacement(ctx, func() error {
+		_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: membership.Bucket, LimitMarkerTTL: time.Hour,
+			Placement: &jetstream.Placement{Tags: []string{"node:" + name}}})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c.Hang(victim)

@@ -3,6 +3,7 @@ package natstest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ func CreateLanes(t testing.TB, js jetstream.JetStream, p *planner.Plan, change .
 	defer cancel()
 	var sc jetstream.StreamConfig
 	Convert(t, p.Stream, &sc)
-	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+	if err := RetryPlacement(ctx, func() error { _, err := js.CreateOrUpdateStream(ctx, sc); return err }); err != nil {
 		t.Fatalf("create stream %s: %v", sc.Name, err)
 	}
 	// Many lanes: a few requests in flight, as apply does.
@@ -163,5 +164,24 @@ func WaitPending(t testing.TB, js jetstream.JetStream, stream, lane string, want
 			t.Fatalf("lane %s has %d pending, want %d", lane, got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// RetryPlacement runs create again while the cluster answers that it
+// cannot place the replicas (err_code 10005): right after a cluster
+// starts, or on a loaded machine, its meta leader can take a node for
+// offline for a moment.
+func RetryPlacement(ctx context.Context, create func() error) error {
+	for {
+		err := create()
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10005 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
