@@ -175,6 +175,16 @@ func AcquireLock(ctx context.Context, conn *connect.Conn, stream string, owner L
 			go l.renew()
 			return l, nil
 		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && time.Since(start) < 2*conn.Timeout {
+			// The bucket was just created in a cluster and its stream has
+			// no leader yet: that takes a moment.
+			select {
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
 		if !errors.Is(err, kvlease.ErrHeld) {
 			return nil, lockError(ctx, conn, err)
 		}
