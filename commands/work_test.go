@@ -611,21 +611,9 @@ func TestWorkMetricsAndStatus(t *testing.T) {
 	p := applyDesign(t, url, "--partitions", "2")
 	_, js := natstest.Connect(t, url)
 	natstest.Publish(t, js, natstest.SubjectsFor(t, p, 1, 3)...)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--exec", "true", "--metrics", addr, "--status-every", "200ms", "--log-format", "json")
-	var body string
-	testutil.WaitFor(t, "3 processed in the metrics", 20*time.Second, func() bool {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		body = string(b)
-		return strings.Contains(body, `lanes_work_processed_total{lane="orders-n2-01",stream="ORDERS"} 3`)
-	})
+	body := waitMetrics(t, addr, `lanes_work_processed_total{lane="orders-n2-01",stream="ORDERS"} 3`)
 	for _, want := range []string{
 		`lanes_work_serving{lane="orders-n2-00",stream="ORDERS"} 1`,
 		`lanes_work_failed_total{lane="orders-n2-01",stream="ORDERS"} 0`,
@@ -1152,9 +1140,7 @@ func TestWorkKeyParallel(t *testing.T) {
 	natstest.Publish(t, js, subjects...)
 	dir := t.TempDir()
 	t.Setenv("OUT", dir)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	// Each handler appends its key and sequence, then waits until four
 	// run at once (or ten seconds), so the first four keys meet.
 	r := startWorkInProcess(t, "--stream", "ORDERS", "-s", url, "--metrics", addr, "--status-every", "100ms", "--log-format", "json",
@@ -1163,17 +1149,7 @@ func TestWorkKeyParallel(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, "log"))
 		return strings.Count(string(b), " end") == 24
 	})
-	var body string
-	testutil.WaitFor(t, "the window in the metrics", 20*time.Second, func() bool {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return false
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		body = string(b)
-		return strings.Contains(body, `lanes_work_processed_total{lane="orders-n1-00",stream="ORDERS"} 24`)
-	})
+	body := waitMetrics(t, addr, `lanes_work_processed_total{lane="orders-n1-00",stream="ORDERS"} 24`)
 	if !strings.Contains(body, `lanes_work_window{lane="orders-n1-00",stream="ORDERS"} 4`) {
 		t.Errorf("metrics lack the window:\n%s", body)
 	}
@@ -1203,4 +1179,33 @@ func TestWorkKeyParallel(t *testing.T) {
 	if firstEnd < 4 {
 		t.Errorf("the first message ended after %d starts, want 4 keys running at once:\n%s", firstEnd, b)
 	}
+}
+
+// freeAddr is a loopback address nothing listens on (for --metrics).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitMetrics reads lanes work's metrics at addr until they contain want,
+// and returns them.
+func waitMetrics(t *testing.T, addr, want string) string {
+	t.Helper()
+	var body string
+	testutil.WaitFor(t, want+" in the metrics", 20*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, want)
+	})
+	return body
 }
