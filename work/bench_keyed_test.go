@@ -134,8 +134,10 @@ func (j *judged) meanTook() float64 {
 // one pull request for k messages at a time, each message run in a
 // goroutine of its own and acked with a confirmed ack (the runtime waits
 // for the ack's answer too), no key gate. It is what the server and this
-// machine allow k messages out, whatever the runtime does.
-func drainBare(b *testing.B, url string, p *planner.Plan, total, k int, inner work.Handler) float64 {
+// machine allow k messages out, whatever the runtime does. light is the
+// lightest loop there is: one standing request (4,096 messages), acks
+// sent and not confirmed.
+func drainBare(b *testing.B, url string, p *planner.Plan, total, k int, inner work.Handler, light bool) float64 {
 	nc, _ := natstest.Connect(b, url)
 	defer nc.Close()
 	var sp worktest.Span
@@ -147,13 +149,17 @@ func drainBare(b *testing.B, url string, p *planner.Plan, total, k int, inner wo
 	}
 	defer sub.Unsubscribe()
 	next := "$JS.API.CONSUMER.MSG.NEXT." + p.Stream.Name + "." + p.Lanes[0].Name
-	req := []byte(`{"batch":` + strconv.Itoa(k) + `,"expires":5000000000}`)
+	batch := k
+	if light {
+		batch = 4096
+	}
+	req := []byte(`{"batch":` + strconv.Itoa(batch) + `,"expires":5000000000}`)
 	left := 0
 	pull := func() {
 		if err := nc.PublishRequest(next, inbox, req); err != nil {
 			b.Fatal(err)
 		}
-		left = k
+		left = batch
 	}
 	done := make(chan struct{})
 	failed := make(chan error, 1)
@@ -176,7 +182,13 @@ func drainBare(b *testing.B, url string, p *planner.Plan, total, k int, inner wo
 				if inner != nil {
 					_ = inner.Handle(context.Background(), nil)
 				}
-				if _, err := nc.Request(m.Reply, []byte("+ACK"), 10*time.Second); err != nil {
+				var err error
+				if light {
+					err = m.Respond([]byte("+ACK"))
+				} else {
+					_, err = nc.Request(m.Reply, []byte("+ACK"), 10*time.Second)
+				}
+				if err != nil {
 					select {
 					case failed <- err:
 					default:
@@ -224,15 +236,19 @@ func keyParallelVsSerial(b *testing.B, n int, handler func() work.Handler) {
 	if handler != nil {
 		inner = handler()
 	}
-	var serial, keyed, bare, serialTook, keyedTook []float64
+	var serial, keyed, bare, light, serialTook, keyedTook []float64
 	violations := 0
 	i := 0
 	for b.Loop() {
-		for _, sh := range []shape{{1, 1, false}, {1, k, false}, {1, k, true}} {
+		for _, sh := range []shape{{1, 1, false}, {1, k, false}, {1, k, true}, {1, k, true}} {
 			i++
 			p := keyedBacklog(b, js, fmt.Sprintf("kp%d", i), sh, keys, n)
 			if sh.bare {
-				bare = append(bare, drainBare(b, s.URL(), p, n, k, inner))
+				if len(bare) == len(light) {
+					bare = append(bare, drainBare(b, s.URL(), p, n, k, inner, false))
+				} else {
+					light = append(light, drainBare(b, s.URL(), p, n, k, inner, true))
+				}
 				worktest.DropStream(b, js, p.Stream.Name)
 				continue
 			}
@@ -253,12 +269,13 @@ func keyParallelVsSerial(b *testing.B, n int, handler func() work.Handler) {
 	b.ReportMetric(m(keyed)/m(serial), "x-serial")
 	b.ReportMetric(m(bare), "bare-k32-msgs/s")
 	b.ReportMetric(m(keyed)/m(bare), "x-bare")
+	b.ReportMetric(m(light)/m(serial), "light-k32-x-serial")
 	b.ReportMetric(float64(violations), "order-violations")
 	if handler != nil {
 		b.ReportMetric(m(serialTook), "serial-handler-us")
 		b.ReportMetric(m(keyedTook), "k32-handler-us")
 	}
-	b.Logf("msgs/s: serial %v, keys in flight 32 %v, bare loop with 32 out %v", serial, keyed, bare)
+	b.Logf("msgs/s: serial %v, keys in flight 32 %v, bare loop with 32 out %v, lightest loop %v", serial, keyed, bare, light)
 	if handler != nil {
 		b.Logf("handler µs: serial %v, keys in flight 32 %v", serialTook, keyedTook)
 	}

@@ -61,6 +61,9 @@ type held struct {
 	cancel  context.CancelCauseFunc
 	// settling: an ack or term was sent; the key waits for the answer.
 	settling *settling
+	// answered: the answer to the ack its handler's goroutine sent came
+	// before the lane took in the handler's result.
+	answered bool
 }
 
 // settling is an ack or term sent for a held message, awaiting the
@@ -102,7 +105,8 @@ type result struct {
 	delay time.Duration // doNak: the delay to send
 	took  time.Duration
 	err   error
-	park  string // the park reason, when the message was parked
+	park  string    // the park reason, when the message was parked
+	sent  time.Time // doAck: when the handler's goroutine sent the ack
 }
 
 // keyed is a key-parallel lane's state while this instance serves it,
@@ -115,9 +119,10 @@ type keyed struct {
 	running int
 	results chan result
 	acks    map[string]*held // answer subject -> message being settled
-	// wpiPrefix starts the subjects the answers to in-progress acks come
-	// on (<inbox>.aw<seq>).
-	wpiPrefix string
+	// wpiPrefix and ackPrefix start the subjects the answers to
+	// in-progress acks and to acks (or terms) come on: <inbox>.aw<seq>,
+	// <inbox>.as<seq>.
+	wpiPrefix, ackPrefix string
 	// synced: the server's messages out are all held here (see sync);
 	// until then nothing runs.
 	synced   bool
@@ -128,8 +133,16 @@ type keyed struct {
 	retryAt  time.Time // a refused or busy pull asks again then
 	pin      string    // the pin the session's deliveries carry
 	began    time.Time
-	draining bool // released: run what is held, pull nothing more
+	draining bool        // released: run what is held, pull nothing more
+	spare    []*nats.Msg // delivered while draining, given back at the end
 }
+
+// standingBatch is how many messages a key-parallel lane's pull request
+// asks for. The server lets no more than the window out at once, and
+// delivers the next message as soon as an ack frees a slot; a request for
+// one window at a time would leave the slots an ack frees empty until the
+// next request arrives, once a window.
+const standingBatch = 4096
 
 // errRestart ends a session of a key-parallel lane that must begin again:
 // a lost ack answer, the pin taken.
@@ -170,12 +183,13 @@ func (l *lane) keyedSession() (bool, error) {
 		k.syncBase = base
 	}
 	l.recordWindow(k.window(), true) // a successor knows the lane was served so
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, max(info.maxAckPending, 1))
+	window := max(info.maxAckPending, 1)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, window, max(window, standingBatch))
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true, nil
 	}
-	k.p, k.wpiPrefix = p, p.ackPrefix+"w"
+	k.p, k.wpiPrefix, k.ackPrefix = p, p.ackPrefix+"w", p.ackPrefix+"s"
 	tick := time.NewTicker(k.every())
 	defer tick.Stop()
 	k.syncT = time.NewTimer(0) // the first check at once
@@ -292,7 +306,10 @@ func (k *keyed) on(e event) error {
 		}
 		if k.draining {
 			if _, held := k.bySeq[seqOf(e.m)]; !held {
-				_ = e.m.Respond([]byte("-NAK")) // for the next owner
+				// Given back once the inbox is gone (see stop): a nak now
+				// would bring it straight back to the request still
+				// waiting at the server, again and again.
+				k.spare = append(k.spare, e.m)
 				return nil
 			}
 		}
@@ -427,13 +444,29 @@ func (k *keyed) start(h *held) {
 		l.stats.begin()
 	}
 	m, msg := h.m, h.msg
+	reply := k.ackReply(h.seq)
 	go func() {
 		defer cancel(nil)
 		start := time.Now()
 		err := l.untilItRuns(ctx, msg)
-		k.results <- l.judge(h, m, msg, info, err, time.Since(start))
+		o := l.judge(h, m, msg, info, err, time.Since(start))
+		if o.kind == doAck && l.standing() != membership.Lapsed {
+			// Acked from here, not by the lane's goroutine: the slot the
+			// ack frees at the server is what the lane's other keys wait
+			// for. The key's next message still waits for the answer.
+			o.sent = time.Now()
+			if err := l.w.nc.PublishRequest(m.Reply, reply, ackBody); err != nil {
+				o.sent = time.Time{} // the lane sends it again
+			}
+		}
+		k.results <- o
 	}()
 }
+
+var ackBody = []byte("+ACK")
+
+// ackReply is where the answer to the ack of the message at seq comes.
+func (k *keyed) ackReply(seq uint64) string { return k.ackPrefix + strconv.FormatUint(seq, 10) }
 
 // judge decides what a handler's result asks of the lane (it parks the
 // message first when it must be parked); it runs on the handler's
@@ -499,7 +532,7 @@ func (k *keyed) done(o result) error {
 		if o.park != "" {
 			w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", o.park, "error", o.err)...)
 		}
-		k.settle(h, []byte("+ACK"), o)
+		k.settle(h, ackBody, o)
 	case doTerm:
 		w.log.Warn("message terminated by the handler", append(attrs, "error", o.err)...)
 		k.settle(h, []byte("+TERM "+planner.OneLine(o.err.Error(), 256)), o)
@@ -529,12 +562,20 @@ func (k *keyed) done(o result) error {
 
 // settle sends an ack (or term) whose answer comes on the lane's inbox;
 // the key's next message starts only on that answer.
+// An ack the handler's goroutine sent already (o.sent) is not sent again;
+// its answer may have come before the result (h.answered).
 func (k *keyed) settle(h *held, body []byte, o result) {
-	k.p.acks++
-	s := &settling{body: body, reply: k.p.ackPrefix + strconv.FormatUint(k.p.acks, 10), sent: time.Now(), what: o.kind, parked: o.park != ""}
+	s := &settling{body: body, reply: k.ackReply(h.seq), what: o.kind, parked: o.park != ""}
 	h.settling = s
 	k.acks[s.reply] = h
-	k.sendSettle(h)
+	if o.sent.IsZero() {
+		k.sendSettle(h)
+		return
+	}
+	s.tries, s.sent = 1, o.sent
+	if h.answered {
+		k.answered(s.reply)
+	}
 }
 
 func (k *keyed) sendSettle(h *held) {
@@ -560,7 +601,13 @@ func (k *keyed) answered(subject string) {
 	}
 	h := k.acks[subject]
 	if h == nil {
-		return // late: already given up on
+		if seq, ok := strings.CutPrefix(subject, k.ackPrefix); ok {
+			n, _ := strconv.ParseUint(seq, 10, 64)
+			if h := k.bySeq[n]; h != nil && h.running {
+				h.answered = true // before its handler's result: see settle
+			}
+		}
+		return // or late: already given up on
 	}
 	delete(k.acks, subject)
 	switch {
@@ -690,7 +737,7 @@ func (k *keyed) later() {
 // drain stops pulling: the session ends once what is held has run and is
 // settled, or can go no further (a key waits for a redelivery). The inbox
 // stays open for the answers to its acks; what a request still waiting at
-// the server brings meanwhile is given back at once.
+// the server brings meanwhile is given back when the session ends.
 func (k *keyed) drain() { k.draining = true }
 
 // cancelAll stops every running handler.
@@ -712,16 +759,18 @@ func (k *keyed) stop(ok bool) {
 	if !ok || l.standing() == membership.Lapsed {
 		k.cancelAll(errLapsed) // nothing of this instance may still run
 	}
-	var left []*nats.Msg
+	left := k.spare
 	if k.p.sub != nil {
-		left = k.p.stop()
+		left = append(left, k.p.stop()...)
 	}
 	for k.running > 0 {
 		o := <-k.results
 		o.h.running = false
 		k.running--
-		if o.kind == doAck && l.standing() == membership.Held && o.h.m != nil {
-			_ = o.h.m.Respond([]byte("+ACK"))
+		if o.kind == doAck && o.h.m != nil && (!o.sent.IsZero() || l.standing() == membership.Held) {
+			if o.sent.IsZero() {
+				_ = o.h.m.Respond(ackBody)
+			}
 			k.forget(o.h)
 			if o.park == "" {
 				l.stats.processed.Add(1)
