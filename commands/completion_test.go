@@ -29,7 +29,7 @@ func TestCompletionValuesFromFlagDefinitions(t *testing.T) {
 		words []string
 		want  []string
 	}{
-		{[]string{"plan", "-o", ""}, []string{"conf", "json", "nsc", "table", "yaml"}},
+		{[]string{"plan", "-o", ""}, []string{"conf", "json", "nack", "nsc", "table", "yaml"}},
 		{[]string{"apply", "--output", ""}, []string{"json", "table"}},
 		{[]string{"inspect", "--output=p"}, []string{"--output=prometheus"}},
 		{[]string{"simulate", "-o", ""}, []string{"json", "table"}},

@@ -18,7 +18,7 @@ import (
 	"github.com/lanes-dev/lanes/render"
 )
 
-var planFormats = []string{"table", "json", "yaml", "conf", "nsc"}
+var planFormats = []string{"table", "json", "yaml", "conf", "nsc", "nack"}
 
 // PlanOptions is everything lanes plan needs.
 type PlanOptions struct {
@@ -44,7 +44,7 @@ func planCommand(io *IO) *cli.Command {
 	return withUsageErrors(&cli.Command{
 		Name:      "plan",
 		Usage:     "compute the lane layout, key assignment, skew and definitions",
-		UsageText: "lanes plan [-f FILE] [design flags] [--keys FILE|-] [--key SUBJECT] [-o table|json|yaml|conf|nsc] [--emit-dir DIR] [--server URL]",
+		UsageText: "lanes plan [-f FILE] [design flags] [--keys FILE|-] [--key SUBJECT] [-o table|json|yaml|conf|nsc|nack] [--emit-dir DIR] [--server URL]",
 		Description: `Plan a keyed-order design: the partition() mapping, the stream, and one
 serial lane (durable pull consumer, MaxAckPending=1) per partition.
 Nothing is sent to a server unless --server or --context is given on the
@@ -62,6 +62,7 @@ Examples:
    lanes plan -f lanes.yaml --key msgs.received_from.alice
    lanes plan -f lanes.yaml -o json | jq '.lanes[].filter'
    lanes plan -f lanes.yaml --mapping account -o conf
+   lanes plan -f lanes.yaml -o nack | kubectl apply -f -
    lanes plan -f lanes.yaml --emit-dir defs/ && nats stream add --config defs/stream.json`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
@@ -135,6 +136,8 @@ func newPlanView(o PlanOptions) planView {
 		return &planConfigView{o: o, write: render.Conf}
 	case "nsc":
 		return &planConfigView{o: o, write: render.NSC}
+	case "nack":
+		return &planConfigView{o: o, write: render.NACK}
 	}
 	return &planTableView{o: o}
 }
@@ -170,7 +173,8 @@ func (v *planDocView) plan(ctx context.Context) error { return planDocument(ctx,
 
 func (v *planDocView) key(ans render.KeyAnswer) error { return v.encode(v.o.IO.Out, ans) }
 
-// planConfigView is the mapping as server configuration (conf, nsc).
+// planConfigView is the mapping as server configuration (conf, nsc), or
+// the stream and lanes as Kubernetes resources for NACK (nack).
 type planConfigView struct {
 	o     PlanOptions
 	write func(w io.Writer, p *planner.Plan) error

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,7 +52,7 @@ func workCommand(io *IO) *cli.Command {
 		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order) or park (republish to --dead-letter after --park-after attempts, then ack)", Category: catWork},
 		&cli.StringFlag{Name: "dead-letter", Usage: "`SUBJECT` parked messages are published to (a stream must store it); messages the handler terminates go there too", Category: catWork},
 		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park: attempts `N` before a failing message is parked", Category: catWork},
-		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR` (e.g. :9464) at /metrics", Category: catOutput},
+		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR` (e.g. :9464) at /metrics, and the probes /healthz (503: restart the process) and /readyz (503: not connected, lease not renewed, or stopping)", Category: catOutput},
 		&cli.DurationFlag{Name: "status-every", Value: 30 * time.Second, Usage: "when stderr is not a terminal, log a status line every `DURATION` (0: never); a terminal gets a live status line", Category: catOutput},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT` on stderr: text (logfmt) or json", Category: catOutput},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log debug events too (pulls, pins, hand-backs)", Category: catOutput},
@@ -265,9 +266,10 @@ func runWork(ctx context.Context, o WorkOptions) error {
 		}
 		handler = &handlers.Exec{Command: o.Exec, Stdout: out, Stderr: status}
 	}
+	var pr probes
 	if o.Metrics != "" {
 		o.Work.Metrics = work.NewMetrics()
-		stop, err := serveMetrics(o.Metrics, o.Work.Metrics)
+		stop, err := serveMetrics(o.Metrics, o.Work.Metrics, &pr)
 		if err != nil {
 			return err
 		}
@@ -284,6 +286,7 @@ func runWork(ctx context.Context, o WorkOptions) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	pr.w.Store(w)
 	// A signal stops the worker as a plain cancellation (a normal stop);
 	// a permission violation (on a pull, an ack, the bucket) stops it with
 	// that error as the cause, which Run returns, handing its lanes over.
@@ -386,14 +389,16 @@ func checkListenAddress(addr string) error {
 }
 
 // serveMetrics listens at once (a busy port fails the start, not later)
-// and serves /metrics until stop.
-func serveMetrics(addr string, m *work.Metrics) (stop func(), err error) {
+// and serves /metrics, /healthz and /readyz until stop.
+func serveMetrics(addr string, m *work.Metrics, p *probes) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/healthz", p.healthz)
+	mux.HandleFunc("/readyz", p.readyz)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return func() {
@@ -401,4 +406,26 @@ func serveMetrics(addr string, m *work.Metrics) (stop func(), err error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// probes answers /healthz and /readyz for the worker once it exists;
+// before, while the connection is opened, the process is alive but not
+// ready.
+type probes struct{ w atomic.Pointer[work.Worker] }
+
+func (p *probes) healthz(rw http.ResponseWriter, r *http.Request) {
+	if w := p.w.Load(); w != nil {
+		w.HealthHandler().ServeHTTP(rw, r)
+		return
+	}
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = fmt.Fprintln(rw, "ok")
+}
+
+func (p *probes) readyz(rw http.ResponseWriter, r *http.Request) {
+	if w := p.w.Load(); w != nil {
+		w.ReadyHandler().ServeHTTP(rw, r)
+		return
+	}
+	http.Error(rw, "not ready: connecting to the server", http.StatusServiceUnavailable)
 }

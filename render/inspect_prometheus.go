@@ -109,6 +109,7 @@ func InspectPrometheus(w io.Writer, r *health.Report) error {
 		}
 	}
 	writeWorkerSeries(b, stream, r)
+	writeWanted(b, stream, r)
 	m := r.Summary
 	streamSeries := []struct {
 		name, help string
@@ -174,6 +175,20 @@ func writeWorkerSeries(b io.Writer, stream string, r *health.Report) {
 				fmt.Fprintf(b, "lanes_parked_messages{%s,design=\"%s\",subject=\"%s\"} %d\n", stream, promEscape(w.Design), promEscape(p.Subject), p.Count)
 			}
 		}
+	}
+}
+
+// wantedHelp is the HELP of lanes_work_instances_wanted: inspect writes
+// it as lanes work --metrics does, the same name and meaning.
+const wantedHelp = "Instances of lanes work the design's backlog can keep busy, for autoscaling: " +
+	"one per lane with messages to run (pending or unacknowledged, not paused), at least 1, at most the lane count " +
+	"(an instance serves a lane alone: more instances than lanes get none)."
+
+// writeWanted: the autoscaling figure per design (health.Report.Wanted).
+func writeWanted(b io.Writer, stream string, r *health.Report) {
+	fmt.Fprintf(b, "# HELP lanes_work_instances_wanted %s\n# TYPE lanes_work_instances_wanted gauge\n", wantedHelp)
+	for _, w := range r.Wanted() {
+		fmt.Fprintf(b, "lanes_work_instances_wanted{%s,design=\"%s\"} %d\n", stream, promEscape(w.Design), w.Instances)
 	}
 }
 

@@ -31,6 +31,10 @@ type laneInfo struct {
 	group  string // the priority group of a pinned lane, else ""
 	paused bool
 	layout *planner.Layout // reads keys from stored subjects; nil when the metadata has no mapping
+
+	// backlog is the lane's pending plus ack pending at the listing: the
+	// autoscaling figure counts the lanes with one (metrics.go).
+	backlog uint64
 }
 
 // defaultRetry are the redelivery delays after a failure when the lane has
@@ -158,6 +162,7 @@ func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[strin
 		maxAckPending: cfg.MaxAckPending,
 		keys:          keys,
 		paused:        ci.Paused,
+		backlog:       ci.NumPending + uint64(max(ci.NumAckPending, 0)),
 	}
 	if info.ackWait <= 0 {
 		info.ackWait = 30 * time.Second

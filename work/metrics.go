@@ -54,8 +54,8 @@ func (s *laneStats) inFlightAge(now time.Time) time.Duration {
 
 // Metrics serves a worker's figures to Prometheus: per lane processed,
 // failed, parked and terminated counts, a processing time histogram and
-// the age of the message in flight; per instance the members seen and the
-// lanes served.
+// the age of the message in flight; per instance the members seen, the
+// lanes served and the instances the design's backlog wants.
 type Metrics struct {
 	reg  *prometheus.Registry
 	hist *prometheus.HistogramVec
@@ -101,13 +101,19 @@ var (
 	descResyncs    = prometheus.NewDesc("lanes_work_resyncs_total", "Key-parallel sessions begun again (a pin lost, an ack the server did not confirm).", []string{"stream", "lane"}, nil)
 	descMembers    = prometheus.NewDesc("lanes_work_members", "Live instances of the design seen in the membership.", []string{"stream", "design"}, nil)
 	descLanes      = prometheus.NewDesc("lanes_work_lanes", "Lanes of the design found on the stream.", []string{"stream", "design"}, nil)
+	// The same name, help and labels as lanes inspect -o prometheus writes
+	// (render/inspect_prometheus.go), so either source can drive an
+	// autoscaler.
+	descWanted = prometheus.NewDesc("lanes_work_instances_wanted", "Instances of lanes work the design's backlog can keep busy, for autoscaling: "+
+		"one per lane with messages to run (pending or unacknowledged, not paused), at least 1, at most the lane count "+
+		"(an instance serves a lane alone: more instances than lanes get none).", []string{"stream", "design"}, nil)
 )
 
 type workCollector Metrics
 
 func (c *workCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descProcessed, descFailed, descParked, descTerminated, descAge, descServing, descOutage,
-		descWindow, descHeld, descKeysRun, descOldestWait, descHolder, descResyncs, descMembers, descLanes} {
+		descWindow, descHeld, descKeysRun, descOldestWait, descHolder, descResyncs, descMembers, descLanes, descWanted} {
 		ch <- d
 	}
 }
@@ -153,4 +159,33 @@ func (c *workCollector) Collect(ch chan<- prometheus.Metric) {
 	st := w.Stats()
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(st.Members), stream, w.cfg.Design)
 	ch <- prometheus.MustNewConstMetric(descLanes, prometheus.GaugeValue, float64(st.Lanes), stream, w.cfg.Design)
+	if lanes, busy, listed := w.busyLanes(); listed {
+		ch <- prometheus.MustNewConstMetric(descWanted, prometheus.GaugeValue, float64(instancesWanted(lanes, busy)), stream, w.cfg.Design)
+	}
+}
+
+// busyLanes counts the design's lanes and those with messages to run
+// (a backlog, not paused) as the last listing of the lanes saw them: every
+// instance reports the whole design, not its own lanes, so any one of
+// them (or the max over them) is the figure. listed is false before the
+// first listing.
+func (w *Worker) busyLanes() (lanes, busy int, listed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.lanes {
+		if l.backlog > 0 && !l.paused {
+			busy++
+		}
+	}
+	return len(w.lanes), busy, w.joined
+}
+
+// instancesWanted is health.InstancesWanted (work does not import
+// health): one instance per busy lane, at least one while there are
+// lanes, at most the lanes.
+func instancesWanted(lanes, busy int) int {
+	if lanes <= 0 {
+		return 0
+	}
+	return min(lanes, max(1, busy))
 }

@@ -143,6 +143,7 @@ func (b *beat) stop() {
 // and the control loop starts its lanes again.
 func (w *Worker) heartbeat(ctx context.Context, ls *membership.Session, done chan<- struct{}) {
 	defer close(done)
+	w.probe.beat()
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
 	rejoin := false
@@ -158,6 +159,7 @@ func (w *Worker) heartbeat(ctx context.Context, ls *membership.Session, done cha
 		case <-lapsed:
 			rejoin = true
 		}
+		w.probe.beat()
 		var err error
 		if !rejoin {
 			err = ls.Renew(ctx, w.cfg.Timeout)
@@ -167,6 +169,7 @@ func (w *Worker) heartbeat(ctx context.Context, ls *membership.Session, done cha
 			if err := ls.Rejoin(ctx, w.cfg.Timeout, w.log); err != nil {
 				rejoin = true
 				if ctx.Err() == nil {
+					w.probe.renewed(err)
 					w.log.Error("cannot join the membership again", "error", err)
 					if bucketMissing(err) {
 						signal(w.trouble)
@@ -175,12 +178,16 @@ func (w *Worker) heartbeat(ctx context.Context, ls *membership.Session, done cha
 				continue
 			}
 			rejoin = false
+			w.probe.renewed(nil)
 			signal(w.wake)
 		case err != nil && ctx.Err() == nil:
+			w.probe.renewed(err)
 			w.log.Warn("cannot renew the membership lease", "error", err)
 			if bucketMissing(err) {
 				signal(w.trouble)
 			}
+		case err == nil:
+			w.probe.renewed(nil)
 		}
 	}
 }
@@ -224,6 +231,7 @@ func (w *Worker) repair(ctx context.Context, ls *membership.Session, hb *beat) e
 	if err := ls.Join(ctx, w.cfg.Timeout); err != nil {
 		return err
 	}
+	w.probe.renewed(nil)
 	signal(w.wake)
 	return nil
 }

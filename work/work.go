@@ -102,6 +102,8 @@ type Worker struct {
 	outageSince   time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
 	leaveErr      error     // why leaving the membership failed at the stop (stop.go)
 	noLanesWarned time.Time // when it was last said that the design has no lanes (lanes.go)
+
+	probe probe // what Ready and Healthy read (probes.go)
 }
 
 // New checks the config and prepares a worker on js's connection, sending
@@ -172,7 +174,21 @@ func (w *Worker) ctx(parent context.Context) (context.Context, context.CancelFun
 // cause: a permission violation seen by the connection's error handler,
 // say.
 func (w *Worker) Run(ctx context.Context) error {
+	w.probe.start()
+	err := w.run(ctx)
+	if ctx.Err() != nil {
+		w.probe.stop() // before the end is told: an end asked for is no failure
+	}
+	w.probe.end(err)
+	return err
+}
+
+// run is Run; Run tells the probes how it ended.
+func (w *Worker) run(ctx context.Context) error {
 	defer w.abortFn()
+	// Not ready from the moment a stop is asked for, not when the
+	// control loop gets to it.
+	defer context.AfterFunc(ctx, w.probe.stop)()
 	var err error
 	if w.replicas, err = w.checkServer(ctx); err != nil {
 		return err
@@ -200,6 +216,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := ls.Join(ctx, w.cfg.Timeout); err != nil {
 		return err
 	}
+	w.probe.joined(ls)
 	w.log.Info("joined", "instance", w.cfg.Instance, "stream", w.cfg.Stream, "design", w.cfg.Design,
 		"lanes", len(w.lanes), "lease", w.cfg.Lease.String())
 	unsub := w.followAdvisories()
@@ -237,6 +254,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	for {
+		w.probe.turn()
 		var members <-chan membership.MemberEvent
 		var records <-chan string
 		if ws != nil {
@@ -251,6 +269,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			return err
 		case <-w.abort.Done():
+			w.probe.stop()
 			hb.stop()
 			return w.shutdown(ls)
 		case ev, ok := <-members:
