@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
@@ -141,29 +140,13 @@ func TestProbeServerDownAndBack(t *testing.T) {
 	})
 }
 
-// setPublish reloads the server with the user's publish permission
-// denying deny (none: everything allowed); the connections stay up.
-func setPublish(t *testing.T, s *natstest.Server, user string, deny []string) {
-	t.Helper()
-	opts := s.Opts.Clone()
-	for _, u := range opts.Users {
-		if u.Username == user {
-			u.Permissions = nil
-			if deny != nil {
-				u.Permissions = &server.Permissions{Publish: &server.SubjectPermission{Deny: deny}}
-			}
-		}
-	}
-	if err := s.ReloadOptions(opts); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestProbeLeaseNotRenewed: the connection up, but the membership lease
-// cannot be renewed: writes to the bucket refused (the permission taken
-// away by a config reload), or a connection that hangs (a relay that
-// holds its traffic: the client does not know yet). Not ready, with the
-// reason; ready again once renewals go through; healthy all along.
+// TestProbeLeaseNotRenewed: the connection up as far as the client knows,
+// but the membership lease cannot be renewed: a connection that hangs (a
+// relay that holds its traffic). Not ready, with the reason; ready again
+// once renewals go through; healthy all along. (Refusing the bucket's
+// writes by a permission reload of the embedded server would be another
+// way, but nats-server's ReloadOptions races with its own readers of the
+// options, which the race detector reports.)
 func TestProbeLeaseNotRenewed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: leases that lapse, 10s")
@@ -175,27 +158,6 @@ func TestProbeLeaseNotRenewed(t *testing.T) {
 	p := testutil.Plan(t, "orders", 2)
 	natstest.CreateLanes(t, js, p)
 	h := HandlerFunc(func(context.Context, *Msg) error { return nil })
-
-	t.Run("writes refused", func(t *testing.T) {
-		a := startWorker(t, strings.Replace(s.URL(), "nats://", "nats://worker:w@", 1), probeCfg(p.Stream.Name, p.Design.Name, "a"), h)
-		alwaysHealthy(t, a)
-		testutil.WaitFor(t, "a ready", 30*time.Second, func() bool { return a.w.Ready() == nil })
-		setPublish(t, s, "worker", []string{"$KV." + membership.Bucket + ".>"})
-		testutil.WaitFor(t, "a not ready", 30*time.Second, notReadyFor(a, "not ready: the membership lease could not be renewed: "))
-		if !a.nc.IsConnected() {
-			t.Error("the connection went down: the case is a lease lost with the connection up")
-		}
-		code, text := probeAnswer(t, a.w.ReadyHandler())
-		if code != http.StatusServiceUnavailable || !strings.HasPrefix(text, "not ready: the membership lease could not be renewed: ") {
-			t.Errorf("/readyz %d %q", code, text)
-		}
-		t.Logf("/readyz: %s", text)
-		setPublish(t, s, "worker", nil)
-		testutil.WaitFor(t, "a ready again", 30*time.Second, func() bool { return a.w.Ready() == nil })
-		if err := a.wait(t); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
 
 	t.Run("connection hangs", func(t *testing.T) {
 		relay := natstest.NewRelay(t, s.Server.Addr().String())

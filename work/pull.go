@@ -64,7 +64,7 @@ const (
 // holds four times that (deliveries, and the answers to their acks and
 // in-progress acks), so that nats.go never drops one as a slow
 // consumer's. batch is how many messages a request asks for: 1 on a
-// serial lane (the request rides with the ack), standingBatch on a
+// serial lane (the request rides with the ack), the window on a
 // key-parallel one.
 func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration, window, batch int) (*puller, error) {
 	inbox := nc.NewInbox()

@@ -171,6 +171,7 @@ func TestVersionCheckThroughChaos(t *testing.T) {
 	stage("repartitioned 8 -> 16; the new lanes served")
 	p16 := seedtest.Plan(t, 16, 8)
 	seedtest.Apply(t, s.URL(), p16)
+	stage("keys in flight 8 applied")
 	// No advisory tells of a consumer's update: the workers see the new
 	// keys in flight at their next listing (every 10 s), and a lane then
 	// switches once what it has out is settled. In loaded runs all 16 took
