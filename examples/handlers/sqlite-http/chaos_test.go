@@ -199,7 +199,12 @@ func TestVersionCheckThroughChaos(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	seedtest.WaitRows(t, db, pub, 2*time.Minute)
+	// Loaded runs have seen a key-parallel lane stall after the switch from
+	// serial: its pinned request waits at the server with messages pending
+	// and none delivered, until a session restart gets them moving (up to
+	// 72 s seen): a cause not found yet (see docs/performance.md). Order and
+	// the rows are not affected; the wait is long enough to ride it out.
+	seedtest.WaitRows(t, db, pub, 3*time.Minute)
 	stage("every row holds its user's last update")
 	seedtest.NoDecrease(t, db)
 	ages, _ := pub.Last()
