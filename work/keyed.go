@@ -142,8 +142,9 @@ type keyed struct {
 // faster on a no-op drain (3.6x a serial lane against 3.0x), but after a
 // switch from serial lanes nats-server left such a lane's pinned request
 // waiting with messages pending and none delivered, for 30 to 120 s
-// (TestVersionCheckThroughChaos, about one run in two), which one window
-// at a time never did.
+// (TestVersionCheckThroughChaos, about one run in two). One window at a
+// time showed it far more rarely, only under heavy load; its cause is not
+// found yet (docs/performance.md).
 
 // errRestart ends a session of a key-parallel lane that must begin again:
 // a lost ack answer, the pin taken.
