@@ -186,7 +186,7 @@ func (l *lane) keyedSession() (bool, error) {
 	}
 	l.recordWindow(k.window(), true) // a successor knows the lane was served so
 	window := max(info.maxAckPending, 1)
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, window, window)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, window)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true, nil

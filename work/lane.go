@@ -295,7 +295,7 @@ func (l *lane) serve() bool {
 		// instance's pin, and the server refuses any other client's.
 		w.unpin(l.name, info.group)
 	}
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, 1, 1)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, 1)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true

@@ -59,14 +59,12 @@ const (
 	evAckAnswer                  // the answer to an ack (a late one, if seen here)
 )
 
-// newPuller subscribes a lane's inbox. window is how many messages the
-// server lets out of the lane at once (its max ack pending): the inbox
-// holds four times that (deliveries, and the answers to their acks and
-// in-progress acks), so that nats.go never drops one as a slow
-// consumer's. batch is how many messages a request asks for: 1 on a
-// serial lane (the request rides with the ack), the window on a
-// key-parallel one.
-func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration, window, batch int) (*puller, error) {
+// newPuller subscribes a lane's inbox. batch is how many messages a
+// request asks for: 1 on a serial lane, the window on a key-parallel one;
+// the inbox holds four times that (deliveries, and the answers to their
+// acks and in-progress acks), so that nats.go never drops one as a slow
+// consumer's.
+func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration, batch int) (*puller, error) {
 	inbox := nc.NewInbox()
 	p := &puller{
 		nc:        nc,
@@ -78,7 +76,7 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time
 		batch:     batch,
 		expiry:    expiry,
 		heartbeat: min(max(expiry/6, time.Second), 5*time.Second),
-		ch:        make(chan *nats.Msg, 64+4*window),
+		ch:        make(chan *nats.Msg, 64+4*batch),
 		timer:     time.NewTimer(time.Hour),
 	}
 	p.timer.Stop()
