@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,6 +176,8 @@ func startWorker(t testing.TB, url string, cfg Config, h Handler) *started {
 	t.Cleanup(nc.Close)
 	if cfg.Logger == nil && testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("i", cfg.Instance)
+	} else if cfg.Logger == nil {
+		cfg.Logger = lastLines(t, cfg.Instance)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -254,4 +257,79 @@ func settled(p *planner.Plan, lo, hi int, workers ...*started) bool {
 		}
 	}
 	return true
+}
+
+// lastLines is a logger that keeps an instance's last 200 lines (info
+// and above) and prints them if the test fails, and the lanes' state at
+// the server with them: what a stall or a flake on a loaded CI machine
+// needs to be understood.
+func lastLines(t testing.TB, instance string) *slog.Logger {
+	r := &ring{max: 200}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("instance %s, its last log lines:\n%s", instance, r.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelInfo})).With("i", instance)
+}
+
+// ring keeps the last max lines written to it.
+type ring struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (r *ring) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, string(p))
+	if len(r.lines) > r.max {
+		r.lines = r.lines[len(r.lines)-r.max:]
+	}
+	return len(p), nil
+}
+
+func (r *ring) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, l := range r.lines {
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// lanesAtServer logs, if the test failed, every lane of the stream as the
+// server sees it (pending, out, waiting requests, pin, pause). Call it
+// after the server started: cleanups run last-in first-out, so the server
+// is still up.
+func lanesAtServer(t testing.TB, js jetstream.JetStream, stream string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Logf("lanes at the server: %v", err)
+			return
+		}
+		var b strings.Builder
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			pin := ""
+			for _, g := range ci.PriorityGroups {
+				pin += g.PinnedClientID
+			}
+			fmt.Fprintf(&b, "%s: pending %d, ack pending %d, redelivered %d, waiting %d, delivered %d/%d, ack floor %d/%d, max ack pending %d, pin %q, paused %v\n",
+				ci.Name, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.Delivered.Consumer, ci.Delivered.Stream,
+				ci.AckFloor.Consumer, ci.AckFloor.Stream, ci.Config.MaxAckPending, pin, ci.Paused)
+		}
+		if err := l.Err(); err != nil {
+			fmt.Fprintf(&b, "listing: %v\n", err)
+		}
+		t.Logf("lanes at the server:\n%s", b.String())
+	})
 }

@@ -132,7 +132,8 @@ type keyed struct {
 	syncWait time.Duration
 	retryAt  time.Time // a refused or busy pull asks again then
 	pin      string    // the pin the session's deliveries carry
-	began    time.Time
+	unpinAt  time.Time // no delivery under a pin by then: unpin again (see pinPatience)
+	unpins   int
 	draining bool        // released: run what is held, pull nothing more
 	spare    []*nats.Msg // delivered while draining, given back at the end
 }
@@ -197,7 +198,7 @@ func (l *lane) keyedSession() (bool, error) {
 	k.syncT = time.NewTimer(0) // the first check at once
 	defer k.syncT.Stop()
 	l.ask(p)
-	k.began = time.Now()
+	k.unpinAt = time.Now().Add(pinPatience(0))
 	end := func(ok bool, err error) (bool, error) {
 		k.stop(ok)
 		return ok, err
@@ -382,10 +383,19 @@ func (k *keyed) pinned(m *nats.Msg) error {
 }
 
 // pinPatience is how long a session out of sync waits for its first
-// delivery under a pin before it unpins the lane and begins again: the
-// server can give the pin to a request whose client is gone.
-func pinPatience(restarts int) time.Duration {
-	return min(2*time.Second<<min(restarts, 4), 30*time.Second)
+// delivery under a pin before it unpins the lane again (the n-th time).
+//
+// nats-server (2.11 to 2.15.2) gives a free pin to the first waiting
+// request without a pin id before it checks that anyone still listens
+// for it (TestServerPinsAGoneRequest). A request left behind by an
+// earlier session or owner, whose inbox is gone, can so take the pin that
+// the session's unpin freed; the session's own request, sent after the
+// unpin, is then skipped until the pinned TTL ends. Unpinned again while
+// the session's request waits, the server walks past the gone request
+// and pins the live one. Beginning the session again would not help: its
+// request, left behind, would take the next pin.
+func pinPatience(n int) time.Duration {
+	return min(time.Second<<min(n, 3), 8*time.Second)
 }
 
 // deliver takes in one delivery: a new message joins its key's queue, a
@@ -690,9 +700,11 @@ func (k *keyed) tick() error {
 		w.log.Error("the lane's inbox dropped messages (a slow consumer): beginning the session again", "lane", l.name, "dropped", n)
 		return fmt.Errorf("%w: the inbox dropped %d messages", errRestart, n)
 	}
-	if !k.synced && !k.draining && info.group != "" && k.pin == "" && now.Sub(k.began) > pinPatience(l.pinRestarts) {
-		l.pinRestarts++
-		return fmt.Errorf("%w: no delivery under a pin, and messages are out", errRestart)
+	if !k.synced && !k.draining && info.group != "" && k.pin == "" && now.After(k.unpinAt) {
+		k.unpins++
+		k.unpinAt = now.Add(pinPatience(k.unpins))
+		w.log.Info("no delivery under a pin while out of sync: unpinned again", "lane", l.name, "times", k.unpins)
+		w.unpin(l.name, info.group)
 	}
 	if !k.draining && !k.retryAt.IsZero() && !now.Before(k.retryAt) {
 		k.retryAt = time.Time{}
@@ -723,7 +735,6 @@ func (k *keyed) sync() {
 		return
 	}
 	k.synced = true
-	k.l.pinRestarts = 0
 	for key := range k.keys {
 		k.dispatch(key)
 	}

@@ -76,6 +76,7 @@ func TestKeyParallelOrderThroughChurn(t *testing.T) {
 			}
 			apply(8)
 			p := keyedPlan(t, 16, k) // the judge's lanes: the most the walk has
+			lanesAtServer(t, js, p.Stream.Name)
 			keys := make([]string, 48)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("user%d", i)
@@ -214,6 +215,7 @@ func TestKeyParallelOrderThroughServerFaults(t *testing.T) {
 		_, js := natstest.Connect(t, url)
 		p := testutil.Plan(t, "orders", 4, keysInFlight(16, 3*time.Second), func(d *planner.Design) { d.Stream.Replicas = replicas })
 		natstest.CreateLanes(t, js, p)
+		lanesAtServer(t, js, p.Stream.Name)
 		keys := make([]string, 40)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("user%d", i)

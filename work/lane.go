@@ -53,7 +53,6 @@ type lane struct {
 	recordedSeq uint64
 	deleted     bool // the server said the lane was deleted
 	switchedNow bool // serve ended to serve the lane the other way
-	pinRestarts int  // sessions begun again for want of a pin (key-parallel)
 
 	release     chan struct{} // closed: finish the message in hand, then stop
 	releaseOnce sync.Once
