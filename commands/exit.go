@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lanes-dev/lanes/actions"
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/health"
@@ -46,9 +47,11 @@ var exitCodes = []struct {
 	{is[*keyfile.Error], ExitUsage},
 	{is[*sim.InputError], ExitUsage},
 	{is[*health.KeyError], ExitUsage},
+	{is[*actions.InputError], ExitUsage},
 	{is[*pendingError], ExitChanges},
 	{is[*refusedError], ExitRefused},
 	{is[*converge.RefusedError], ExitRefused},
+	{is[*actions.RefusedError], ExitRefused},
 	{is[*converge.LockedError], ExitRefused},
 	{is[*converge.LockUnsupportedError], ExitRefused},
 	{is[*incompleteError], ExitIncomplete},

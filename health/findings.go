@@ -344,10 +344,29 @@ func (j *judge) pause(l *Lane) {
 	if l.Backlog > 0 {
 		sev = Warning
 	}
+	until := "for another " + fmtDuration(l.PauseRemaining)
+	if l.PauseRemaining > pausedForGood {
+		until = "until resumed"
+	}
+	who := ""
+	if p := l.PausedBy; p != nil {
+		who = " by " + planner.Printable(p.By, 80) + " at " + p.At.UTC().Format(time.RFC3339)
+		if p.Reason != "" {
+			who += " (" + planner.Printable(p.Reason, 200) + ")"
+		}
+	}
+	design := l.Design
+	if design == "" {
+		design = "DESIGN"
+	}
 	j.add(Finding{Severity: sev, Code: "paused", Lane: l.Name,
-		Message: fmt.Sprintf("lane %s is paused for another %s with %d message(s) waiting", l.Name, fmtDuration(l.PauseRemaining), l.Backlog),
-		Advice:  fmt.Sprintf("resume it when intended: nats consumer resume %s %s", j.report.Stream, l.Name)})
+		Message: fmt.Sprintf("lane %s is paused%s %s with %d message(s) waiting", l.Name, who, until, l.Backlog),
+		Advice:  fmt.Sprintf("resume it when intended: lanes resume --stream %s --design %s --lanes %s", j.report.Stream, design, l.Name)})
 }
+
+// pausedForGood: a pause longer than this is shown as "until resumed"
+// (lanes pause without --until pauses for a century).
+const pausedForGood = 50 * 365 * 24 * time.Hour
 
 // judgeStream records the faults of the stream and of the lanes together:
 // overlaps, gaps, the consumer limit, placement and the head lookups.

@@ -112,8 +112,11 @@ type Lane struct {
 	PinnedSince       time.Time
 	Paused            bool
 	PauseRemaining    time.Duration
-	Held              string // lanes.held metadata, e.g. "repartition"
-	Leader            string // cluster leader of the lane
+	// PausedBy is who paused the lane with lanes pause, when and why,
+	// while it is paused (nil: not paused, or paused by other means).
+	PausedBy *membership.Pause
+	Held     string // lanes.held metadata, e.g. "repartition"
+	Leader   string // cluster leader of the lane
 	// Server is the lanes work instance serving the lane, as its
 	// membership bucket says; nil when no instance ever recorded it (or
 	// the bucket could not be read: Report.WorkersUnknown).
@@ -232,6 +235,7 @@ type Report struct {
 	Messages     uint64
 	Subjects     int // distinct subjects stored
 	MaxConsumers int // the stream's max_consumers (-1: unlimited)
+	Replicas     int // the stream's replicas
 	Consumers    int // every consumer of the stream, lanes or not
 	Layouts      []Layout
 	Lanes        []Lane

@@ -23,6 +23,7 @@ func Judge(s *Snapshot, o Options) *Report {
 		Messages:     s.Info.State.Msgs,
 		Subjects:     int(s.Info.State.NumSubjects),
 		MaxConsumers: s.Info.Config.MaxConsumers,
+		Replicas:     s.Info.Config.Replicas,
 		Consumers:    s.Info.State.Consumers,
 	}
 	j := &judge{report: r, headsTimedOut: s.HeadsFailed, design: o.Design, afterRetirement: s.AfterRetirement}

@@ -199,6 +199,9 @@ func (j *judge) attachWorkers(s *Snapshot) {
 		r.Workers = append(r.Workers, w)
 		for i := range r.Lanes {
 			l := &r.Lanes[i]
+			if p, ok := sv.Pauses[l.Name]; ok && l.Paused && l.Design == d {
+				l.PausedBy = &p
+			}
 			ls, ok := sv.Lanes[l.Name]
 			if l.Design != d || !ok {
 				continue

@@ -127,6 +127,9 @@ type Serving struct {
 	Members []Member              `json:"members"`
 	Gone    []Member              `json:"gone,omitempty"` // remembered for an hour
 	Lanes   map[string]LaneServer `json:"lanes"`
+	// Pauses are the records lanes pause wrote, by lane (a record may
+	// outlive its pause: the server says whether the lane is paused).
+	Pauses map[string]Pause `json:"pauses,omitempty"`
 }
 
 // ReadServing reads the membership of a design's workers: the live
@@ -134,7 +137,7 @@ type Serving struct {
 // serves it and since when. With no bucket (no worker ever ran) it returns
 // an empty Serving.
 func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design string) (*Serving, error) {
-	out := &Serving{Lanes: map[string]LaneServer{}}
+	out := &Serving{Lanes: map[string]LaneServer{}, Pauses: map[string]Pause{}}
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return out, nil
@@ -178,6 +181,11 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 			var ls LaneServer // stored as is (Gone, omitted, is decided below)
 			if json.Unmarshal(e.Value(), &ls) == nil {
 				out.Lanes[key[2:]] = ls
+			}
+		case strings.HasPrefix(key, "p.") && e.Operation() == jetstream.KeyValuePut:
+			var p Pause
+			if json.Unmarshal(e.Value(), &p) == nil {
+				out.Pauses[key[2:]] = p
 			}
 		}
 	}

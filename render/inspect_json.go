@@ -88,6 +88,7 @@ type laneJSON struct {
 	PinnedSince           *time.Time  `json:"pinned_since,omitempty"`
 	Paused                bool        `json:"paused"`
 	PauseRemainingSeconds float64     `json:"pause_remaining_seconds,omitempty"`
+	PausedBy              *pauseDoc   `json:"paused_by,omitempty"`
 	Held                  string      `json:"held,omitempty"`
 	Leader                string      `json:"leader,omitempty"`
 	ServedBy              string      `json:"served_by,omitempty"`
@@ -333,6 +334,9 @@ func laneDocument(l health.Lane, rates bool) laneJSON {
 		LastAck:              timePtr(l.LastAck),
 		PinnedSince:          timePtr(l.PinnedSince),
 	}
+	if p := l.PausedBy; p != nil {
+		j.PausedBy = &pauseDoc{By: p.By, At: p.At, Until: timePtr(p.Until), Reason: p.Reason}
+	}
 	if l.Partitions > 0 {
 		j.Generation = l.Generation()
 	}
@@ -378,4 +382,13 @@ func timePtr(t time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// pauseDoc is who paused a lane with lanes pause (until: absent when
+// until resumed).
+type pauseDoc struct {
+	By     string     `json:"by"`
+	At     time.Time  `json:"at"`
+	Until  *time.Time `json:"until,omitempty"`
+	Reason string     `json:"reason,omitempty"`
 }
