@@ -274,4 +274,3 @@ func findings(r *health.Report, code string) []health.Finding {
 	}
 	return out
 }
-
