@@ -274,3 +274,77 @@ func findings(r *health.Report, code string) []health.Finding {
 	}
 	return out
 }
+
+// TestPauseLetsTheMessageInFlightFinish: a lane paused while its handler
+// runs finishes that message (it is acked while the lane is paused), and
+// the next one waits for the resume.
+func TestPauseLetsTheMessageInFlightFinish(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t).URL()
+	_, js := natstest.Connect(t, url)
+	p := testutil.Plan(t, "orders", 1)
+	natstest.CreateLanes(t, js, p)
+	release := make(chan struct{})
+	started := make(chan uint64, 8)
+	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
+		work.HandlerFunc(func(ctx context.Context, m *work.Msg) error {
+			started <- m.Seq
+			if m.Seq == 1 {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	subject, err := p.SubjectForKey("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Publish(t, js, subject, subject)
+	if seq := <-started; seq != 1 {
+		t.Fatalf("first message run: seq %d", seq)
+	}
+	conn := dial(t, url)
+	target := actions.Target{Stream: p.Stream.Name, Design: p.Design.Name}
+	act(t, func() (*actions.Outcome, error) {
+		sel, err := actions.Select(ctx, conn, target)
+		if err != nil {
+			return nil, err
+		}
+		return actions.Pause(ctx, conn, sel, actions.PauseOptions{By: "test"})
+	})
+	close(release)
+	testutil.WaitFor(t, "the message in flight acked while paused", 30*time.Second, func() bool {
+		l := inspect(t, conn, target).Lanes[0]
+		return l.Paused && l.AckFloorSeq == 1 && l.AckPending == 0 && l.Waiting > 0
+	})
+	select {
+	case seq := <-started:
+		t.Fatalf("seq %d began while the lane was paused", seq)
+	default:
+	}
+	act(t, func() (*actions.Outcome, error) {
+		sel, err := actions.Select(ctx, conn, target)
+		if err != nil {
+			return nil, err
+		}
+		return actions.Resume(ctx, conn, sel, false)
+	})
+	select {
+	case seq := <-started:
+		if seq != 2 {
+			t.Fatalf("after the resume: seq %d, want 2", seq)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the next message did not run after the resume")
+	}
+}
