@@ -73,6 +73,7 @@ each key stays in publish order.
    lanes inspect   per-lane backlog, in-flight and health findings
    lanes simulate  predict throughput and latency, and prove it live
    lanes work      process the lanes: a program or URL per message, many instances
+   lanes pause     pause lanes (all, chosen, or a key's); lanes resume resumes them
 
 Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		Reader:               io.In,
