@@ -250,6 +250,8 @@ func (l *lane) keyedSession() (bool, error) {
 			if !k.synced && !k.draining {
 				k.sync()
 			}
+		case <-l.skipc:
+			k.onSkip()
 		case <-l.repull:
 			if !k.draining {
 				l.ask(p)
@@ -460,7 +462,7 @@ func (k *keyed) start(h *held) {
 	go func() {
 		defer cancel(nil)
 		start := time.Now()
-		err := l.untilItRuns(ctx, msg)
+		err := l.runOrSkip(ctx, msg)
 		o := l.judge(h, m, msg, info, err, time.Since(start))
 		if o.kind == doAck && l.standing() != membership.Lapsed {
 			// Acked from here, not by the lane's goroutine: the slot the
@@ -486,6 +488,9 @@ func (k *keyed) ackReply(seq uint64) string { return k.ackPrefix + strconv.Forma
 func (l *lane) judge(h *held, m *nats.Msg, msg *Msg, info *laneInfo, herr error, took time.Duration) result {
 	w := l.w
 	o := result{h: h, took: took, err: herr}
+	if e := w.skips.at(l.name, msg.Seq); e != nil && herr != nil && !errors.Is(herr, errLostContact) {
+		return l.judgeSkip(h, m, msg, e, herr, took) // stopped or never run for a skip
+	}
 	switch {
 	case herr == nil:
 		o.kind = doAck
@@ -632,6 +637,7 @@ func (k *keyed) answered(subject string) {
 	}
 	k.forget(h)
 	l.processed.Store(max(l.processed.Load(), h.seq))
+	l.skipSettled(h)
 	k.dispatch(h.key)
 }
 
@@ -738,6 +744,7 @@ func (k *keyed) sync() {
 	for key := range k.keys {
 		k.dispatch(key)
 	}
+	k.onSkip() // a request that came while out of sync
 }
 
 // later checks the sync again after a growing wait: 5ms, doubling, at

@@ -60,6 +60,8 @@ type lane struct {
 	kick        chan struct{} // the lane's record or the membership changed: try to take it again
 	switching   chan struct{} // its keys in flight went from 1 to more, or back: settle, serve the new way
 	resyncs     chan struct{} // a reconnect or a new leader: deliveries may have been lost (key-parallel lanes begin again)
+	skipc       chan struct{} // a skip request came for the lane (skip.go)
+	resetPast   uint64        // a serial lane's consumer was reset past this message: a delivery of it is dropped
 	windowAt    time.Time     // when the record last got the window (key-parallel)
 	done        chan struct{}
 
@@ -70,8 +72,12 @@ type lane struct {
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
-		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), resyncs: make(chan struct{}, 1), lost: make(chan struct{})}
+		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), resyncs: make(chan struct{}, 1), lost: make(chan struct{}),
+		skipc: make(chan struct{}, 1)}
 	l.info.Store(info)
+	if w.skips.pending(l.name) != nil {
+		signal(l.skipc) // asked before the lane was taken
+	}
 	l.epoch, l.lapsed = w.fence().Current()
 	l.wpi = time.AfterFunc(time.Hour, l.progress)
 	l.wpi.Stop()
@@ -336,6 +342,8 @@ func (l *lane) serve() bool {
 			l.finish(p)
 			l.switchedNow = true
 			return true
+		case <-l.skipc:
+			l.skipIdle(p)
 		case <-l.repull:
 			// nats-server (2.11-2.15) does not wake the requests already
 			// waiting when a paused consumer is resumed through the API; a
@@ -587,6 +595,10 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 		return true
 	}
 	msg := l.message(m, meta)
+	if l.skipDelivery(p, m, msg) {
+		l.recordProgress()
+		return p.sub != nil // skipped, not run
+	}
 	start := time.Now()
 	f, err := l.handle(info, m, msg)
 	took := time.Since(start)
@@ -690,7 +702,11 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		}
 		l.stats.processed.Add(1)
 		l.processed.Store(msg.Seq)
+		l.skipRan(msg.Seq)
 		return true
+	}
+	if e := w.skips.at(l.name, msg.Seq); e != nil && !errors.Is(herr, errLostContact) && f.ours() {
+		return l.settleSkip(p, f, msg, e) // its handler was stopped for a skip
 	}
 	switch {
 	case errors.Is(herr, errLostContact):

@@ -104,6 +104,8 @@ type Worker struct {
 	noLanesWarned time.Time // when it was last said that the design has no lanes (lanes.go)
 
 	probe probe // what Ready and Healthy read (probes.go)
+
+	skips skipBook // the design's skip requests (lanes skip), by lane (skip.go)
 }
 
 // New checks the config and prepares a worker on js's connection, sending
@@ -200,6 +202,7 @@ func (w *Worker) run(ctx context.Context) error {
 		return err
 	}
 	w.setKV(kv)
+	defer w.watchSkips()() // before any lane is taken: a lane knows a pending skip before its first message
 	if err := w.listLanes(ctx); err != nil {
 		return err
 	}
