@@ -74,6 +74,9 @@ each key stays in publish order.
    lanes simulate  predict throughput and latency, and prove it live
    lanes work      process the lanes: a program or URL per message, many instances
    lanes pause     pause lanes (all, chosen, or a key's); lanes resume resumes them
+   lanes skip      settle a lane's stuck head without running it (terminate or park)
+   lanes parked    list, show, discard and replay parked messages, in key order
+   lanes top       a full-screen view of the lanes, with pause and resume
 
 Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		Reader:               io.In,
