@@ -409,7 +409,10 @@ func (k *keyed) deliver(m *nats.Msg) {
 		l.w.log.Warn("not a JetStream delivery", "lane", l.name, "subject", m.Subject, "error", err)
 		return
 	}
-	k.lastDseq = max(k.lastDseq, meta.Sequence.Consumer)
+	// The last delivery, not the highest: a lane's deliveries come in
+	// order, and after a reset (CONSUMER.RESET: lanes rewind, lanes skip)
+	// its delivery sequence begins again at 1.
+	k.lastDseq = meta.Sequence.Consumer
 	now := time.Now()
 	if h, ok := k.bySeq[meta.Sequence.Stream]; ok {
 		h.m, h.got, h.heard = m, now, now
@@ -735,6 +738,9 @@ func (k *keyed) sync() {
 	if err != nil {
 		k.later()
 		return
+	}
+	if ci.Delivered.Consumer < k.syncBase {
+		k.syncBase = 0 // the lane was reset since the session began: its delivery sequence began again at 1
 	}
 	if (ci.NumAckPending != len(k.bySeq) || ci.Delivered.Consumer != max(k.lastDseq, k.syncBase)) && !l.w.cfg.noFence {
 		k.later()
