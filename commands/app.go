@@ -74,6 +74,7 @@ each key stays in publish order.
    lanes simulate  predict throughput and latency, and prove it live
    lanes work      process the lanes: a program or URL per message, many instances
    lanes pause     pause lanes (all, chosen, or a key's); lanes resume resumes them
+   lanes rewind    set lanes back to a sequence or a time: messages run again in key order
    lanes skip      settle a lane's stuck head without running it (terminate or park)
    lanes parked    list, show, discard and replay parked messages, in key order
    lanes top       a full-screen view of the lanes, with pause and resume
