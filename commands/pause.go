@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"strings"
@@ -84,7 +85,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			return runAction(c.Context, o, func(ctx context.Context, conn *connect.Conn, sel *actions.Selection) (*actions.Outcome, error) {
+			return runAction(c.Context, o, laneChangesView, func(ctx context.Context, conn *connect.Conn, sel *actions.Selection) (*actions.Outcome, error) {
 				return actions.Resume(ctx, conn, sel, o.DryRun)
 			})
 		},
@@ -156,15 +157,25 @@ func whoAmI() string {
 }
 
 func runPause(ctx context.Context, o PauseOptions) error {
-	return runAction(ctx, o.ActionOptions, func(ctx context.Context, conn *connect.Conn, sel *actions.Selection) (*actions.Outcome, error) {
+	return runAction(ctx, o.ActionOptions, laneChangesView, func(ctx context.Context, conn *connect.Conn, sel *actions.Selection) (*actions.Outcome, error) {
 		return actions.Pause(ctx, conn, sel, actions.PauseOptions{Until: o.Until, By: o.By, Reason: o.Reason, DryRun: o.DryRun})
 	})
 }
 
+// actionView shows an action's outcome (a table or JSON) and says
+// whether it changed something (or, in a dry run, would: exit 3).
+type actionView[T any] struct {
+	table   func(io.Writer, render.Styles, *T) error
+	json    func(io.Writer, *T) error
+	changes func(*T) bool
+}
+
+var laneChangesView = actionView[actions.Outcome]{render.Outcome, render.OutcomeJSON, func(o *actions.Outcome) bool { return o.Changed > 0 }}
+
 // runAction connects, selects the target's lanes, runs the action and
 // shows its outcome (also what it did before an error stopped it). A
 // dry run that would change something exits 3.
-func runAction(ctx context.Context, o ActionOptions, act func(context.Context, *connect.Conn, *actions.Selection) (*actions.Outcome, error)) error {
+func runAction[T any](ctx context.Context, o ActionOptions, v actionView[T], act func(context.Context, *connect.Conn, *actions.Selection) (*T, error)) error {
 	conn, err := connect.Dial(ctx, o.Conn)
 	if err != nil {
 		return err
@@ -178,15 +189,15 @@ func runAction(ctx context.Context, o ActionOptions, act func(context.Context, *
 	if out != nil {
 		var rerr error
 		if o.Output == "json" {
-			rerr = render.OutcomeJSON(o.IO.Out, out)
+			rerr = v.json(o.IO.Out, out)
 		} else {
-			rerr = render.Outcome(o.IO.Out, render.NewStyles(o.IO.Out), out)
+			rerr = v.table(o.IO.Out, render.NewStyles(o.IO.Out), out)
 		}
 		if err == nil {
 			err = rerr
 		}
 	}
-	if err == nil && o.DryRun && out.Changed > 0 {
+	if err == nil && o.DryRun && v.changes(out) {
 		return &pendingError{}
 	}
 	return err

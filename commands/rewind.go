@@ -131,29 +131,8 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 }
 
 func runRewind(ctx context.Context, o RewindOptions) error {
-	conn, err := connect.Dial(ctx, o.Conn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	sel, err := actions.Select(ctx, conn, o.Target)
-	if err != nil {
-		return err
-	}
-	out, err := actions.Rewind(ctx, conn, sel, actions.RewindOptions{ToSeq: o.ToSeq, ToTime: o.ToTime, DryRun: o.DryRun, Drain: o.Drain})
-	if out != nil && (err == nil || !o.DryRun) {
-		var rerr error
-		if o.Output == "json" {
-			rerr = render.RewindJSON(o.IO.Out, out)
-		} else {
-			rerr = render.Rewind(o.IO.Out, render.NewStyles(o.IO.Out), out)
-		}
-		if err == nil {
-			err = rerr
-		}
-	}
-	if err == nil && o.DryRun && out.Changed > 0 {
-		return &pendingError{}
-	}
-	return err
+	view := actionView[actions.RewindOutcome]{render.Rewind, render.RewindJSON, func(o *actions.RewindOutcome) bool { return o.Changed > 0 }}
+	return runAction(ctx, o.ActionOptions, view, func(ctx context.Context, conn *connect.Conn, sel *actions.Selection) (*actions.RewindOutcome, error) {
+		return actions.Rewind(ctx, conn, sel, actions.RewindOptions{ToSeq: o.ToSeq, ToTime: o.ToTime, DryRun: o.DryRun, Drain: o.Drain})
+	})
 }

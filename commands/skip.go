@@ -95,29 +95,12 @@ func skipOptions(c *cli.Context, io *IO) (SkipOptions, error) {
 }
 
 func runSkip(ctx context.Context, o SkipOptions) error {
-	conn, err := connect.Dial(ctx, o.Conn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	sel, err := actions.Select(ctx, conn, o.Target)
-	if err != nil {
-		return err
-	}
-	out, err := actions.Skip(ctx, conn, sel, o.Skip)
-	var pending *actions.SkipPendingError
-	if errors.As(err, &pending) {
-		err = &incompleteError{err}
-	}
-	if out != nil && err == nil {
-		if o.Output == "json" {
-			err = render.SkipOutcomeJSON(o.IO.Out, out)
-		} else {
-			err = render.SkipOutcome(o.IO.Out, render.NewStyles(o.IO.Out), out)
+	view := actionView[actions.SkipOutcome]{render.SkipOutcome, render.SkipOutcomeJSON, func(o *actions.SkipOutcome) bool { return o.Changed }}
+	return runAction(ctx, o.ActionOptions, view, func(ctx context.Context, conn *connect.Conn, sel *actions.Selection) (*actions.SkipOutcome, error) {
+		out, err := actions.Skip(ctx, conn, sel, o.Skip)
+		if pending, ok := errors.AsType[*actions.SkipPendingError](err); ok {
+			err = &incompleteError{pending} // recorded, not settled yet: run it again
 		}
-	}
-	if err == nil && o.DryRun && out.Changed {
-		return &pendingError{}
-	}
-	return err
+		return out, err
+	})
 }
