@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
 	"github.com/lanes-dev/lanes/internal/testutil"
+	"github.com/lanes-dev/lanes/internal/worktest"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -214,38 +215,16 @@ func TestPauseRefusesHeldLanesAndBadInput(t *testing.T) {
 
 func startWorker(t *testing.T, js jetstream.JetStream, p *planner.Plan, run *ordercheck.Run) {
 	t.Helper()
-	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
+	worktest.Start(t, js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
 		work.HandlerFunc(func(ctx context.Context, m *work.Msg) error {
 			if !run.Execute(ctx, "a", m.Partition, m.Seq) {
 				return ctx.Err()
 			}
 			return nil
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the worker did not stop")
-		}
-	})
 }
 
-func dial(t *testing.T, url string) *connect.Conn {
-	t.Helper()
-	c, err := connect.Open(context.Background(), connect.Options{Server: url, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func dial(t *testing.T, url string) *connect.Conn { return worktest.Dial(t, url) }
 
 func act(t *testing.T, f func() (*actions.Outcome, error)) *actions.Outcome {
 	t.Helper()
@@ -286,7 +265,7 @@ func TestPauseLetsTheMessageInFlightFinish(t *testing.T) {
 	natstest.CreateLanes(t, js, p)
 	release := make(chan struct{})
 	started := make(chan uint64, 8)
-	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
+	worktest.Start(t, js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"},
 		work.HandlerFunc(func(ctx context.Context, m *work.Msg) error {
 			started <- m.Seq
 			if m.Seq == 1 {
@@ -298,13 +277,7 @@ func TestPauseLetsTheMessageInFlightFinish(t *testing.T) {
 			}
 			return nil
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := context.Background()
 	subject, err := p.SubjectForKey("alice")
 	if err != nil {
 		t.Fatal(err)

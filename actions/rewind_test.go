@@ -19,6 +19,7 @@ import (
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
 	"github.com/lanes-dev/lanes/internal/testutil"
+	"github.com/lanes-dev/lanes/internal/worktest"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -235,37 +236,10 @@ func (e *rewindEnv) waitIdle(t *testing.T) {
 // test's end at the latest).
 func startRewindWorker(t *testing.T, js jetstream.JetStream, p *planner.Plan, rec *rewindRec, instance string) (stop func()) {
 	t.Helper()
-	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: instance}, work.HandlerFunc(rec.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Error("the worker did not stop")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return worktest.Start(t, js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: instance}, work.HandlerFunc(rec.handle))
 }
 
-func rewindDial(t *testing.T, url string) *connect.Conn {
-	t.Helper()
-	c, err := connect.Open(context.Background(), connect.Options{Server: url, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
+func rewindDial(t *testing.T, url string) *connect.Conn { return worktest.Dial(t, url) }
 
 // rewind selects the target's lanes and rewinds them.
 func (e *rewindEnv) rewind(target actions.Target, o actions.RewindOptions) (*actions.RewindOutcome, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/testutil"
+	"github.com/lanes-dev/lanes/internal/worktest"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -191,22 +192,8 @@ func (s *skipSetup) skip(ctx context.Context, o actions.SkipOptions, lanes ...st
 
 func (s *skipSetup) startWorker(t *testing.T, name string, h work.Handler) {
 	t.Helper()
-	w, err := work.New(s.js, work.Config{Stream: s.p.Stream.Name, Design: s.p.Design.Name, Instance: name, DeadLetter: "dlq.orders",
+	worktest.Start(t, s.js, work.Config{Stream: s.p.Stream.Name, Design: s.p.Design.Name, Instance: name, DeadLetter: "dlq.orders",
 		Logger: slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the worker did not stop")
-		}
-	})
 }
 
 func (s *skipSetup) ackFloor(t *testing.T) uint64 {

@@ -15,6 +15,7 @@ import (
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/ordercheck"
 	"github.com/lanes-dev/lanes/internal/testutil"
+	"github.com/lanes-dev/lanes/internal/worktest"
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
@@ -117,21 +118,7 @@ func rewindSetup(t *testing.T) (url string, js jetstream.JetStream, p *planner.P
 	p = testutil.Plan(t, "orders", 4)
 	natstest.CreateLanes(t, js, p)
 	rec = &rewound{byKey: map[string][]uint64{}, keyOf: map[uint64]string{}}
-	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, work.HandlerFunc(rec.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the worker did not stop")
-		}
-	})
+	worktest.Start(t, js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, work.HandlerFunc(rec.handle))
 	var subjects []string
 	keys := append(ordercheck.KeysOnEveryLane(t, p), "k-a", "k-b", "k-c", "k-d")
 	for i := 0; i < 5; i++ {

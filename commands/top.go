@@ -21,7 +21,7 @@ func topCommand(io *IO) *cli.Command {
 	interval := &watchValue{every: DefaultWatchInterval}
 	return withUsageErrors(&cli.Command{
 		Name:      "top",
-		Usage:     "a full-screen view of the lanes: sort, filter, drill down, pause and resume",
+		Usage:     "a full-screen view of the lanes: sort, filter, drill down, pause, resume, skip a stuck head, rewind",
 		UsageText: "lanes top --stream NAME [--design NAME | -f FILE] [--interval INTERVAL] [connection flags]",
 		Description: `A full-screen, refreshing view of a stream's lanes for an operator at a
 terminal, read like lanes inspect (the same snapshot and findings): one row
@@ -31,11 +31,18 @@ instance serving it, its state and its worst finding; the stream's summary
 with their advice.
 
 Sort by any column (s, S), filter by lane, key, state or instance (/),
-find the lane of a key (l), and open a lane (enter): its config, its head
-message (headers and payload, escaped and cut), its recent rates and its
-key-parallel window. p and u pause and resume the selected lane, P and U
-every lane of its design; each asks first, showing what will change. ?
-lists the keys; q or Ctrl-C quits and restores the terminal.
+find the lane of a key (l: its lane, its last message there and whether
+it still waits), and open a lane (enter): its config, its head message
+(headers and payload, escaped and cut), its recent rates, its
+key-parallel window and its parked messages.
+
+Actions, each asking first with what its dry run says will change: p and
+u pause and resume the selected lane, P and U every lane of its design; x
+skips the lane's head (t: terminate, p: park; as lanes skip); r rewinds
+the lane, R every lane of its design, to a stream sequence or a time
+(1042, 13:55, 15m ago; as lanes rewind). Results and errors show in the
+status line. ? lists the keys; q or Ctrl-C quits and restores the
+terminal.
 
 lanes top needs a terminal; in a pipe or a script use lanes inspect
 --watch (or -o json). A lost connection is shown and retried.

@@ -30,6 +30,17 @@ func TestTopNeedsATerminal(t *testing.T) {
 	}
 }
 
+// TestTopHelp: lanes top --help names every action's key.
+func TestTopHelp(t *testing.T) {
+	cleanEnv(t)
+	code, out, _ := lanes(t, "top", "--help")
+	for _, want := range []string{"pause, resume, skip a stuck head, rewind", "skips the lane's head (t: terminate, p: park", "r rewinds", "R every lane of its design", "(1042, 13:55, 15m ago"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("top --help lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+}
+
 // screen is what a child wrote to its terminal.
 type screen struct {
 	mu  sync.Mutex

@@ -45,10 +45,17 @@ func TestTopPausesOnARealServer(t *testing.T) {
 	m := top.New(top.Config{Stream: p.Stream.Name, Design: "orders", Server: conn.Server, Every: time.Second, By: "tester@host (lanes top)", Styles: render.PlainStyles()},
 		&top.Live{Conn: conn, Ctx: ctx})
 	m.Update(tea.WindowSizeMsg{Width: 160, Height: 30})
-	turn(m, read())
+	lane := p.Consumers[2].Durable
+	// The server counts a lane's pending messages on its own time: wait
+	// for the report to show the backlog (once, this read showed none).
+	var r0 *health.Report
+	testutil.WaitFor(t, "the backlog of "+lane, 30*time.Second, func() bool {
+		r0 = read()
+		return r0.Lane(lane).Backlog == 3
+	})
+	turn(m, r0)
 	// The backlogged lane (partition 2) is on top; enter reads its head.
 	press(t, m, "s", "s") // BACKLOG, largest first
-	lane := p.Consumers[2].Durable
 	if rows := rowsOf(m.View()); len(rows) != 4 || rows[0] != lane {
 		t.Fatalf("rows %v: want %s first\n%s", rows, lane, m.View())
 	}

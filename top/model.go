@@ -26,6 +26,9 @@ type Config struct {
 	Every  time.Duration
 	By     string // who acts
 	Styles render.Styles
+	// SkipWait is how long a skip waits for the serving instance to
+	// settle the message (0: 30s, as lanes skip --wait).
+	SkipWait time.Duration
 }
 
 // TurnMsg is one refresh: a report, or why there is none this time
@@ -60,6 +63,9 @@ const (
 	modeLocate
 	modeConfirm
 	modeHelp
+	modeSkip        // a skip's confirmation: term or park, then y or n
+	modeRewindPoint // typing the point to rewind to
+	modeRewind      // a rewind's confirmation
 )
 
 // historyLen is how many refreshes a lane's sparkline shows.
@@ -106,12 +112,25 @@ type Model struct {
 	input      textinput.Model
 	head       *head
 	pending    *plannedMsg // awaiting y/n
+	skip       *skipPlan   // awaiting its confirmation
+	rewind     *rewindPlan // awaiting its point, then its confirmation
 	busy       string      // an action under way
 	status     string
-	statusBad  bool
+	level      level
 	places     []health.KeyPlace
+	keyPos     []*keyPos // the looked-up key's last message, per place
+	parked     *parkedPane
 	findCursor int
 }
+
+// level is the status line's colour.
+type level int
+
+const (
+	levelGood level = iota
+	levelWarn
+	levelBad
+)
 
 // New is the view before its first refresh; backend may be nil (no
 // actions, no head messages).
@@ -129,7 +148,7 @@ func (m *Model) Init() tea.Cmd { return nil }
 
 // keys of the view (bubbles key bindings, also for the help).
 var keys = struct {
-	Up, Down, PageUp, PageDown, Top, Bottom, Enter, Back, Filter, Locate, Sort, Reverse, Findings, Help, Quit key.Binding
+	Up, Down, PageUp, PageDown, Top, Bottom, Enter, Back, Filter, Locate, Sort, Reverse, Findings, Help, Quit, Skip, Rewind, RewindAll key.Binding
 }{
 	Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
 	Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
@@ -146,6 +165,10 @@ var keys = struct {
 	Findings: key.NewBinding(key.WithKeys("tab", "f"), key.WithHelp("tab", "to the findings and back")),
 	Help:     key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "these keys")),
 	Quit:     key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit (also Ctrl-C)")),
+	// Skip and rewind: the actions beside the table's (Actions).
+	Skip:      key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "skip the selected lane's head: terminate or park it, without running it")),
+	Rewind:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "rewind the selected lane to a stream sequence or a time")),
+	RewindAll: key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "rewind every lane of its design (the current generation)")),
 }
 
 // Update handles one message.
@@ -167,6 +190,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.planned(msg)
 	case actedMsg:
 		m.acted(msg)
+	case skipPlannedMsg:
+		m.skipPlanned(msg)
+	case skippedMsg:
+		m.skipped(msg)
+	case rewindPlannedMsg:
+		m.rewindPlanned(msg)
+	case rewoundMsg:
+		m.rewound(msg)
+	case parkedMsg:
+		m.parkedRead(msg)
+	case keyPosMsg:
+		m.keyPosRead(msg)
 	case tea.KeyMsg:
 		return m, m.key(msg)
 	}
@@ -205,7 +240,7 @@ func (m *Model) turn(t health.Turn) tea.Cmd {
 	m.filter = parseFilter(m.filterOn, r)
 	m.relist()
 	if m.mode == modeDetail {
-		return m.readHead()
+		return m.readLane()
 	}
 	return nil
 }
@@ -290,10 +325,14 @@ func (m *Model) key(k tea.KeyMsg) tea.Cmd {
 		return tea.Quit
 	}
 	switch m.mode {
-	case modeFilter, modeLocate:
+	case modeFilter, modeLocate, modeRewindPoint:
 		return m.typing(k)
 	case modeConfirm:
 		return m.confirming(k)
+	case modeSkip:
+		return m.skipping(k)
+	case modeRewind:
+		return m.rewinding(k)
 	case modeHelp:
 		if key.Matches(k, keys.Quit) && k.String() == "q" {
 			return tea.Quit
@@ -315,6 +354,14 @@ func (m *Model) key(k tea.KeyMsg) tea.Cmd {
 		if k.String() == a.Key {
 			return m.plan(a)
 		}
+	}
+	switch {
+	case key.Matches(k, keys.Skip):
+		return m.planSkip()
+	case key.Matches(k, keys.Rewind):
+		return m.askRewind(false)
+	case key.Matches(k, keys.RewindAll):
+		return m.askRewind(true)
 	}
 	page := max(m.listRows()-1, 1)
 	switch {
@@ -339,7 +386,7 @@ func (m *Model) key(k tea.KeyMsg) tea.Cmd {
 	case key.Matches(k, keys.Back):
 		switch {
 		case m.mode == modeDetail:
-			m.mode, m.places = modeList, nil
+			m.mode, m.places, m.keyPos = modeList, nil, nil
 		case m.filterOn != "":
 			m.setFilter("")
 		}
@@ -367,7 +414,7 @@ func (m *Model) key(k tea.KeyMsg) tea.Cmd {
 	}
 	m.moved()
 	if m.mode == modeDetail {
-		return m.readHead() // the next lane, in depth
+		return m.readLane() // the next lane, in depth
 	}
 	return nil
 }
@@ -433,19 +480,27 @@ func (m *Model) prompt(md mode, value string) tea.Cmd {
 func (m *Model) typing(k tea.KeyMsg) tea.Cmd {
 	switch k.Type {
 	case tea.KeyEsc:
-		if m.mode == modeFilter {
-			m.setFilter(m.filterOn) // as it was before
-		}
 		m.input.Blur()
+		switch m.mode {
+		case modeFilter:
+			m.setFilter(m.filterOn) // as it was before
+		case modeRewindPoint:
+			m.mode, m.rewind = m.back, nil
+			return nil
+		}
 		m.mode = modeList
 		return nil
 	case tea.KeyEnter:
 		m.input.Blur()
 		value := strings.TrimSpace(m.input.Value())
-		if m.mode == modeFilter {
+		switch m.mode {
+		case modeFilter:
 			m.mode = modeList
 			m.setFilter(value)
 			return nil
+		case modeRewindPoint:
+			m.mode = m.back
+			return m.planRewind(value, time.Now())
 		}
 		m.mode = modeList
 		return m.locate(value)
@@ -474,7 +529,7 @@ func (m *Model) locate(k string) tea.Cmd {
 			if m.show(name) {
 				cmd := m.detail()
 				m.places = places
-				return cmd
+				return tea.Batch(cmd, m.readKeyPos(places))
 			}
 		}
 	}
@@ -488,8 +543,8 @@ func (m *Model) detail() tea.Cmd {
 	if m.lane() == nil {
 		return nil
 	}
-	m.mode, m.places = modeDetail, nil
-	return m.readHead()
+	m.mode, m.places, m.keyPos = modeDetail, nil, nil
+	return m.readLane()
 }
 
 // readHead reads the shown lane's head message, unless it is the one read.
@@ -514,18 +569,8 @@ func (m *Model) readHead() tea.Cmd {
 // run: the confirmation shows what it would change, lane by lane.
 func (m *Model) plan(a *Action) tea.Cmd {
 	l := m.lane()
-	switch {
-	case m.busy != "":
-		m.say(true, "wait: %s", m.busy)
-		return nil
-	case m.backend == nil:
-		m.say(true, "no server to act on")
-		return nil
-	case l == nil:
-		m.say(true, "no lane selected")
-		return nil
-	case l.Design == "":
-		m.say(true, "lane %s belongs to no design (lanes did not create it): lanes top does not act on it", printable(l.Name))
+	if why := m.refuse(l); why != "" {
+		m.say(true, "%s", why)
 		return nil
 	}
 	t := laneTarget(a, m.report.Stream, l)
@@ -592,7 +637,15 @@ func (m *Model) acted(a actedMsg) {
 }
 
 func (m *Model) say(bad bool, format string, args ...any) {
-	m.status, m.statusBad = fmt.Sprintf(format, args...), bad
+	l := levelGood
+	if bad {
+		l = levelBad
+	}
+	m.sayLevel(l, format, args...)
+}
+
+func (m *Model) sayLevel(l level, format string, args ...any) {
+	m.status, m.level = fmt.Sprintf(format, args...), l
 }
 
 // Err is the error that ended the view (the watch could not go on), if any.

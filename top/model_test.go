@@ -117,6 +117,12 @@ func settle(m *top.Model, cmd tea.Cmd) {
 		if _, ok := msg.(tea.QuitMsg); ok {
 			return
 		}
+		if batch, ok := msg.(tea.BatchMsg); ok {
+			for _, c := range batch { // in turn: the model is driven by one goroutine
+				settle(m, c)
+			}
+			return
+		}
 		_, cmd = m.Update(msg)
 	}
 }
@@ -208,8 +214,15 @@ func TestTopSortFilter(t *testing.T) {
 
 // fakeBackend answers head reads and records actions.
 type fakeBackend struct {
-	acts []string
-	err  error
+	acts        []string
+	err         error
+	skipErr     error
+	parkErr     error
+	rewindErr   error
+	parkedErr   error
+	parkedCount int
+	parkedReads int
+	lastSeq     uint64
 }
 
 func (f *fakeBackend) Act(a *top.Action, t actions.Target, by string, dryRun bool) (*actions.Outcome, error) {
@@ -219,6 +232,82 @@ func (f *fakeBackend) Act(a *top.Action, t actions.Target, by string, dryRun boo
 	}
 	return &actions.Outcome{Action: a.Name, Stream: t.Stream, Design: t.Design, DryRun: dryRun, Changed: 1,
 		Lanes: []actions.LaneChange{{Lane: t.Lanes[0], Before: "running", After: "paused until resumed", Changed: true}}}, nil
+}
+
+// Skip answers like actions.Skip on the stuck lane (orders-n16-03,
+// alice's seq 103 out to w2); skipErr fails the real run, parkErr the
+// park (its dry run too).
+func (f *fakeBackend) Skip(t actions.Target, o actions.SkipOptions) (*actions.SkipOutcome, error) {
+	f.acts = append(f.acts, fmt.Sprintf("skip %v seq=%d park=%v dry=%v by=%s", t.Lanes, o.Seq, o.Park, o.DryRun, o.By))
+	switch {
+	case o.Park && f.parkErr != nil:
+		return nil, f.parkErr
+	case !o.DryRun && f.skipErr != nil:
+		return nil, f.skipErr
+	}
+	out := &actions.SkipOutcome{Action: "skip", Stream: t.Stream, Design: t.Design, Lane: t.Lanes[0], Seq: o.Seq, Subject: "orders.received_from.n16.3.alice",
+		Key: "alice", Stored: t0.Add(-4 * time.Minute), Age: "4m0s", Attempts: 4, How: "term", RunningOn: "w2", SettledBy: "w2", Result: "would terminate", DryRun: o.DryRun, Changed: true}
+	if o.Park {
+		out.How, out.DeadLetter, out.Result = "park", "dlq.orders", "would park"
+	}
+	if !o.DryRun {
+		out.Result = map[bool]string{false: "terminated", true: "parked"}[o.Park]
+	}
+	return out, nil
+}
+
+// Rewind answers like actions.Rewind: a lane goes back to the point; on
+// the whole design, lane 00 delivered nothing since and is left.
+func (f *fakeBackend) Rewind(t actions.Target, o actions.RewindOptions) (*actions.RewindOutcome, error) {
+	f.acts = append(f.acts, fmt.Sprintf("rewind %v seq=%d time=%v dry=%v", t.Lanes, o.ToSeq, !o.ToTime.IsZero(), o.DryRun))
+	if !o.DryRun && f.rewindErr != nil {
+		return nil, f.rewindErr
+	}
+	out := &actions.RewindOutcome{Stream: t.Stream, Design: t.Design, DryRun: o.DryRun, Seq: o.ToSeq}
+	if !o.ToTime.IsZero() {
+		at := o.ToTime.UTC()
+		out.Seq, out.Time = 90, &at
+	}
+	lanes := t.Lanes
+	if len(lanes) == 0 {
+		lanes = []string{"orders-n16-00", "orders-n16-03"}
+	}
+	for _, name := range lanes {
+		l := actions.RewindLane{Lane: name, AckFloor: 102, Delivered: 103, To: out.Seq, Again: 13, Changed: true}
+		if name == "orders-n16-00" {
+			l = actions.RewindLane{Lane: name, AckFloor: 99, Delivered: 99, Note: "delivered nothing at or after the point: left as it is"}
+		}
+		out.Lanes = append(out.Lanes, l)
+		if l.Changed {
+			out.Changed++
+			out.Again += l.Again
+		}
+	}
+	return out, nil
+}
+
+// Parked: two parked messages of the lane, or parkedErr.
+func (f *fakeBackend) Parked(sel *actions.Selection) (*actions.Parked, error) {
+	f.parkedReads++
+	if f.parkedErr != nil {
+		return nil, f.parkedErr
+	}
+	lane := sel.Lanes[0].Name
+	p := &actions.Parked{Stream: sel.Report.Stream, Design: sel.Lanes[0].Design, Time: t0,
+		DeadLetters: []actions.DeadLetter{{Subject: "dlq.orders", Stream: "DLQ"}}}
+	for i := range f.parkedCount {
+		p.Messages = append(p.Messages, actions.ParkedMsg{Seq: uint64(7 + i), DeadLetter: "dlq.orders", DLStream: "DLQ", Stream: p.Stream, OriginSeq: uint64(40 + i),
+			Lane: lane, Key: fmt.Sprintf("bob%d", i), Attempts: 5, Reason: "failed", Error: "handler: no such order\x1b[2J", ParkedAt: t0.Add(-time.Duration(10-i) * time.Minute)})
+	}
+	return p, nil
+}
+
+// Last: the key's last message is seq 4321, or none for subjects of k9.
+func (f *fakeBackend) Last(stream, subject string) (*top.Message, error) {
+	if strings.HasSuffix(subject, ".k9") {
+		return nil, nil
+	}
+	return &top.Message{Seq: f.lastSeq, Subject: subject, Time: t0.Add(-time.Minute)}, nil
 }
 
 func (f *fakeBackend) Head(stream string, seq uint64) (*top.Message, error) {
@@ -231,7 +320,7 @@ func (f *fakeBackend) Head(stream string, seq uint64) (*top.Message, error) {
 // escape sequence reaches the terminal), its sparkline and its findings;
 // l finds the lane of a key and opens it.
 func TestTopDrillDown(t *testing.T) {
-	m := newModel(&fakeBackend{})
+	m := newModel(&fakeBackend{parkedCount: 2, lastSeq: 4321})
 	prev := synthetic(16, t0.Add(-2*time.Second))
 	turn(m, prev)
 	turn(m, synthetic(16, t0))
@@ -239,7 +328,8 @@ func TestTopDrillDown(t *testing.T) {
 	frame := m.View()
 	golden.Check(t, "top-lane.txt", []byte(frame+"\n"))
 	for _, want := range []string{"Lane orders-n16-03", "filter orders.received_from.n16.3.*", "seq 103, subject orders.received_from.n16.3.alice, key alice, age 4m00s, attempts 4",
-		"Nats-Msg-Id: m-103", `15 bytes: {"id":103}\x1b[2J\n`, "deliv/s ", "CRIT      stuck"} {
+		"Nats-Msg-Id: m-103", `15 bytes: {"id":103}\x1b[2J\n`, "deliv/s ", "CRIT      stuck",
+		"parked    2 messages from this lane on dlq.orders (stream DLQ):", `seq 8 (was 41), key bob1, 5 attempts, age 9m00s: failed: handler: no such order\x1b[2J`} {
 		if !strings.Contains(frame, want) {
 			t.Errorf("lane view lacks %q:\n%s", want, frame)
 		}
@@ -332,7 +422,8 @@ func TestTopKeys(t *testing.T) {
 	turn(m, synthetic(4, t0))
 	press(t, m, "?")
 	frame := m.View()
-	for _, want := range []string{"Keys", "filter: words, or lane:, key:, state:, instance:", "P       pause every lane of its design"} {
+	for _, want := range []string{"Keys", "filter: words, or lane:, key:, state:, instance:", "P       pause every lane of its design",
+		"x       skip the selected lane's head: terminate or park it", "r       rewind the selected lane to a stream sequence or a time", "R       rewind every lane of its design"} {
 		if !strings.Contains(frame, want) {
 			t.Errorf("help lacks %q:\n%s", want, frame)
 		}

@@ -5,7 +5,8 @@
 //
 // The view is a bubbletea model (Model) driven by messages: a refresh
 // (TurnMsg), key presses, the terminal's size, and the answers of the
-// Backend (a head message read, an action's dry run and its outcome).
+// Backend (a head message, a lane's parked messages, a key's last
+// message, an action's dry run and its outcome).
 // Run wires it to a live connection; tests drive it with messages.
 package top
 

@@ -29,27 +29,38 @@ func (m *Model) View() string {
 		top = append(top, "", m.cfg.Styles.Dim.Render(fmt.Sprintf("reading the lanes of stream %s ...", printable(m.cfg.Stream))))
 		return m.frame(top, nil, nil)
 	}
-	small := m.height < 16 // a small terminal keeps the list and the status
-	if !small {
+	// A small terminal keeps the list and the status; the keys (?) take
+	// the summary's room.
+	small := m.height < 16
+	if !small && m.mode != modeHelp {
 		top = append(top, m.summary()...)
 	}
+	md := m.mode
+	if md == modeRewindPoint {
+		md = m.back // the point is typed under what was on screen
+	}
 	var bottom []string
-	if m.mode == modeList || m.mode == modeFindings || m.mode == modeFilter || m.mode == modeLocate {
+	if md == modeList || md == modeFindings || md == modeFilter || md == modeLocate {
 		if !small {
 			bottom = m.findings()
 		}
 	}
 	bottom = append(bottom, m.statusLine(), m.keysLine())
+	room := m.height - len(top) - len(bottom)
 	var body []string
-	switch m.mode {
+	switch md {
 	case modeHelp:
 		body = m.help()
 	case modeConfirm:
 		body = m.confirmation()
+	case modeSkip:
+		body = m.skipConfirmation()
+	case modeRewind:
+		body = m.rewindConfirmation(room)
 	case modeDetail:
-		body = m.detailLines()
+		body = m.detailLines(room)
 	default:
-		body = m.table(m.height - len(top) - len(bottom))
+		body = m.table(room)
 	}
 	return m.frame(top, body, bottom)
 }
@@ -390,10 +401,14 @@ func (m *Model) statusLine() string {
 		return "filter: " + m.input.View()
 	case m.mode == modeLocate:
 		return "key or subject: " + m.input.View()
+	case m.mode == modeRewindPoint && m.rewind != nil:
+		return "rewind " + rewindTargetText(m.rewind) + " to (a stream sequence, 13:55, 15m ago): " + m.input.View()
 	case m.busy != "":
 		return s.Dim.Render(m.busy + " ...")
-	case m.status != "" && m.statusBad:
+	case m.status != "" && m.level == levelBad:
 		return s.Bad.Render(m.status)
+	case m.status != "" && m.level == levelWarn:
+		return s.Warn.Render(m.status)
 	case m.status != "":
 		return s.Good.Render(m.status)
 	}
@@ -414,12 +429,16 @@ func (m *Model) keysLine() string {
 		text = "enter: keep the filter  esc: as it was"
 	case modeLocate:
 		text = "enter: find the lane  esc: cancel"
-	case modeConfirm:
+	case modeConfirm, modeRewind:
 		text = "y: do it  n or esc: cancel"
+	case modeSkip:
+		text = "t: terminate it  p: park it  y: do it  n or esc: cancel"
+	case modeRewindPoint:
+		text = "enter: see what it would do (nothing changes yet)  esc: cancel"
 	case modeHelp:
 		text = "any key: back"
 	case modeDetail:
-		text = "esc: back  ↑↓: the next lane  p/u: pause/resume it  P/U: its design  ?: keys  q: quit"
+		text = "esc: back  ↑↓: the next lane  p/u: pause/resume it  P/U: its design  x: skip its head  r/R: rewind it/its design  ?: keys  q: quit"
 	default:
 		text = "↑↓ move  enter: lane  /: filter  l: key  s/S: sort  tab: findings  p/u: pause/resume lane  P/U: design  ?: keys  q: quit"
 	}
@@ -441,6 +460,10 @@ func (m *Model) help() []string {
 			what = "every lane of its design (the current generation)"
 		}
 		out = append(out, fmt.Sprintf("  %-7s %s %s", a.Key, a.Name, what))
+	}
+	for _, b := range []key.Binding{keys.Skip, keys.Rewind, keys.RewindAll} {
+		h := b.Help()
+		out = append(out, fmt.Sprintf("  %-7s %s", h.Key, h.Desc))
 	}
 	return out
 }
@@ -480,8 +503,9 @@ func capital(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// detailLines: the lane in depth.
-func (m *Model) detailLines() []string {
+// detailLines: the lane in depth, in room lines (the parked messages
+// take what is left).
+func (m *Model) detailLines(room int) []string {
 	l, s := m.lane(), m.cfg.Styles
 	if l == nil {
 		return []string{"no lane"}
@@ -496,6 +520,7 @@ func (m *Model) detailLines() []string {
 		out = append(out, label("key")+fmt.Sprintf("%s (key %s): partition %d of %s, stored as %s, lanes %s",
 			printable(p.Subject), printable(p.Key), p.Partition, printable(p.Layout.Destination), printable(p.Stored), printable(strings.Join(p.Lanes, ", "))))
 	}
+	out = append(out, m.keyPosLines(label)...)
 	keysInFlight := "serial (1 key at a time)"
 	if l.KeyParallel() {
 		keysInFlight = fmt.Sprintf("%d keys in flight", l.KeysInFlight)
@@ -518,7 +543,8 @@ func (m *Model) detailLines() []string {
 	if l.KeyParallel() {
 		out = append(out, label("window")+windowText(l))
 	}
-	return append(out, m.laneFindings(l)...)
+	out = append(out, m.laneFindings(l)...)
+	return append(out, m.parkedLines(l, label, room-len(out))...)
 }
 
 func pauseText(l *health.Lane) string {
