@@ -101,33 +101,16 @@ func rewindOptions(c *cli.Context, io *IO, now time.Time) (RewindOptions, error)
 	return o, nil
 }
 
-// parseSince reads a time in the past: RFC 3339, a clock time today in
-// local time (13:55, 13:55:05), or a duration ago (15m, 2h).
+// parseSince reads --to-time (actions.ParseSince), and says that a
+// number is a sequence, not a time.
 func parseSince(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		for _, layout := range []string{"15:04", "15:04:05"} {
-			if c, cerr := time.ParseInLocation(layout, s, now.Location()); cerr == nil {
-				t, err = time.Date(now.Year(), now.Month(), now.Day(), c.Hour(), c.Minute(), c.Second(), 0, now.Location()), nil
-				break
-			}
+	t, err := actions.ParseSince(s, now)
+	if err != nil && t.IsZero() {
+		if _, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil {
+			return t, fmt.Errorf("a number is no time: for a stream sequence use --to-seq")
 		}
 	}
-	if err != nil {
-		d, derr := time.ParseDuration(s)
-		if derr != nil || d <= 0 {
-			if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
-				return time.Time{}, fmt.Errorf("a number is no time: for a stream sequence use --to-seq")
-			}
-			return time.Time{}, fmt.Errorf("not a time: write 2026-12-02T13:55:00Z (RFC 3339), 13:55 (today, local) or 15m (ago)")
-		}
-		t = now.Add(-d)
-	}
-	if t.After(now) {
-		return t, fmt.Errorf("%s is in the future", t.Format(time.RFC3339))
-	}
-	return t, nil
+	return t, err
 }
 
 func runRewind(ctx context.Context, o RewindOptions) error {

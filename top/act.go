@@ -312,24 +312,12 @@ func parsePoint(s string, now time.Time) (uint64, time.Time, error) {
 		}
 		return n, time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		for _, layout := range []string{"15:04", "15:04:05"} {
-			if c, cerr := time.ParseInLocation(layout, s, now.Location()); cerr == nil {
-				t, err = time.Date(now.Year(), now.Month(), now.Day(), c.Hour(), c.Minute(), c.Second(), 0, now.Location()), nil
-				break
-			}
-		}
+	t, err := actions.ParseSince(s, now)
+	if err != nil && t.IsZero() {
+		return 0, time.Time{}, errors.New("not a point: give a stream sequence (1042), a time today (13:55), a duration ago (15m) or an RFC 3339 time")
 	}
 	if err != nil {
-		d, derr := time.ParseDuration(strings.TrimSpace(strings.TrimSuffix(s, "ago")))
-		if derr != nil || d <= 0 {
-			return 0, time.Time{}, errors.New("not a point: give a stream sequence (1042), a time today (13:55), a duration ago (15m) or an RFC 3339 time")
-		}
-		t = now.Add(-d)
-	}
-	if t.After(now) {
-		return 0, time.Time{}, fmt.Errorf("%s is in the future", t.Format(time.RFC3339))
+		return 0, time.Time{}, err
 	}
 	return 0, t, nil
 }
