@@ -7,7 +7,6 @@ import (
 
 	"github.com/lanes-dev/lanes/actions"
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/planner"
 )
 
 // The operator's actions (pause, resume, skip, rewind, parked) share how
@@ -69,29 +68,16 @@ func actionOptions(c *cli.Context, io *IO) (ActionOptions, error) {
 	if o.Output, err = outputFormat(c, actionFormats...); err != nil {
 		return o, err
 	}
-	discovered := false
-	if c.String("file") == "" && o.Target.Stream == "" && o.Target.Design == "" {
-		path, _ := discoverDesign()
-		discovered = path != ""
+	stream, plan, err := designStream(c, io, o.Target.Stream, o.Target.Design)
+	if err != nil {
+		return o, err
 	}
-	if c.String("file") != "" || discovered {
-		if o.Target.Design != "" {
-			return o, usageErrorf("--design and -f both name the design: give one")
-		}
-		p, err := loadPlan(c, io)
-		if err != nil {
-			return o, err
-		}
-		o.Target.Design = p.Design.Name
-		if o.Target.Stream == "" {
-			o.Target.Stream = p.Stream.Name
-		}
+	o.Target.Stream = stream
+	if plan != nil {
+		o.Target.Design = plan.Design.Name
 	}
-	if o.Target.Stream == "" || o.Target.Design == "" {
-		return o, usageErrorf("name the lanes' design: --stream and --design, or -f FILE (or a lanes.yaml in this directory, or LANES_FILE=FILE)")
-	}
-	if err := planner.CheckStreamName(o.Target.Stream); err != nil {
-		return o, usageErrorf("--stream %s: %v", planner.Quote(o.Target.Stream, 80), err)
+	if o.Target.Design == "" {
+		return o, usageErrorf("name the lanes' design: --design NAME (with --stream), or -f FILE (or a lanes.yaml in this directory, or LANES_FILE=FILE)")
 	}
 	return o, nil
 }

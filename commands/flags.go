@@ -471,3 +471,36 @@ func optionalFlag(cmd *cli.Command, arg string) optionalValue {
 	}
 	return nil
 }
+
+// designStream finds what inspect, top and the actions act on: the stream
+// named by --stream, or the stream of the design file (-f FILE, else
+// $LANES_FILE or ./lanes.yaml when neither --stream nor --design names
+// anything); plan is that file's plan (nil without one). design is
+// --design, which a design file must not contradict.
+func designStream(c *cli.Context, io *IO, stream, design string) (string, *planner.Plan, error) {
+	discovered := false
+	if c.String("file") == "" && stream == "" && design == "" {
+		path, _ := discoverDesign()
+		discovered = path != ""
+	}
+	var plan *planner.Plan
+	if c.String("file") != "" || discovered {
+		if design != "" {
+			return "", nil, usageErrorf("--design and -f both name the design: give one")
+		}
+		var err error
+		if plan, err = loadPlan(c, io); err != nil {
+			return "", nil, err
+		}
+		if stream == "" {
+			stream = plan.Stream.Name
+		}
+	}
+	if stream == "" {
+		return "", nil, usageErrorf("--stream is required (or -f FILE naming the design's stream, a lanes.yaml in this directory, or LANES_FILE=FILE)")
+	}
+	if err := planner.CheckStreamName(stream); err != nil {
+		return "", nil, usageErrorf("--stream %s: %v", planner.Quote(stream, 80), err)
+	}
+	return stream, plan, nil
+}

@@ -114,27 +114,9 @@ func inspectOptions(c *cli.Context, io *IO, watch *watchValue) (InspectOptions, 
 	}
 	// Like the other commands, inspect reads $LANES_FILE or ./lanes.yaml
 	// when nothing on the command line names what to inspect.
-	discovered := false
-	if c.String("file") == "" && o.Stream == "" && o.Design == "" {
-		path, _ := discoverDesign()
-		discovered = path != ""
-	}
-	if c.String("file") != "" || discovered {
-		if o.Design != "" {
-			return o, usageErrorf("--design and -f both name the design: give one")
-		}
-		if o.Plan, err = loadPlan(c, io); err != nil {
-			return o, err
-		}
-		if o.Stream == "" {
-			o.Stream = o.Plan.Stream.Name
-		}
-	}
-	if o.Stream == "" {
-		return o, usageErrorf("--stream is required (or -f FILE naming the design's stream, a lanes.yaml in this directory, or LANES_FILE=FILE)")
-	}
-	if err := planner.CheckStreamName(o.Stream); err != nil {
-		return o, usageErrorf("--stream %s: %v", planner.Quote(o.Stream, 80), err)
+	o.Stream, o.Plan, err = designStream(c, io, o.Stream, o.Design)
+	if err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/lanes-dev/lanes/connect"
-	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/top"
 )
 
@@ -83,28 +82,9 @@ func topOptions(c *cli.Context, io *IO, interval *watchValue) (TopOptions, error
 	if !io.InTTY || !io.OutTTY {
 		return o, usageErrorf("lanes top needs a terminal (stdin and stdout); in a pipe or a script use lanes inspect --watch, or lanes inspect -o json")
 	}
-	discovered := false
-	if c.String("file") == "" && o.Stream == "" && o.Design == "" {
-		path, _ := discoverDesign()
-		discovered = path != ""
-	}
 	var err error
-	if c.String("file") != "" || discovered {
-		if o.Design != "" {
-			return o, usageErrorf("--design and -f both name the design: give one")
-		}
-		if o.Plan, err = loadPlan(c, io); err != nil {
-			return o, err
-		}
-		if o.Stream == "" {
-			o.Stream = o.Plan.Stream.Name
-		}
-	}
-	if o.Stream == "" {
-		return o, usageErrorf("--stream is required (or -f FILE naming the design's stream, a lanes.yaml in this directory, or LANES_FILE=FILE)")
-	}
-	if err := planner.CheckStreamName(o.Stream); err != nil {
-		return o, usageErrorf("--stream %s: %v", planner.Quote(o.Stream, 80), err)
+	if o.Stream, o.Plan, err = designStream(c, io, o.Stream, o.Design); err != nil {
+		return o, err
 	}
 	o.By = whoAmI() + " (lanes top)"
 	return o, nil
