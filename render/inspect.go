@@ -97,11 +97,11 @@ func laneColumns(s Styles, r *health.Report) []laneColumn {
 		{"WAIT", ok(func(l health.Lane) string { return strconv.Itoa(l.Waiting) }), always},
 		{"DELIVERED", ok(func(l health.Lane) string { return num(l.DeliveredSeq) }), always},
 		{"ACK FLOOR", ok(func(l health.Lane) string { return num(l.AckFloorSeq) }), always},
-		{"LAG", ok(func(l health.Lane) string { return optDuration(l.Age()) }), always},
-		{"LAST DELIV", ok(func(l health.Lane) string { return optDuration(l.SinceDelivery()) }), always},
-		{"LAST ACK", ok(func(l health.Lane) string { return optDuration(l.SinceAck()) }), always},
-		{"DELIV/S", ok(func(l health.Lane) string { return rateText(l.DeliveredRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
-		{"ACK/S", ok(func(l health.Lane) string { return rateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
+		{"LAG", ok(func(l health.Lane) string { return OptDuration(l.Age()) }), always},
+		{"LAST DELIV", ok(func(l health.Lane) string { return OptDuration(l.SinceDelivery()) }), always},
+		{"LAST ACK", ok(func(l health.Lane) string { return OptDuration(l.SinceAck()) }), always},
+		{"DELIV/S", ok(func(l health.Lane) string { return RateText(l.DeliveredRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
+		{"ACK/S", ok(func(l health.Lane) string { return RateText(l.AckedRate) }), func(r *health.Report) bool { return r.Interval > 0 }},
 		{"PINNED", ok(pinnedText), anyLane(func(l health.Lane) bool { return l.PinnedTTL > 0 })},
 		{"SERVED BY", func(l health.Lane) string { return servedText(s, l) }, anyLane(func(l health.Lane) bool { return l.Server != nil })},
 		{"RUNNING", func(l health.Lane) string { return runningText(s, l) }, anyLane(func(l health.Lane) bool {
@@ -166,7 +166,7 @@ func pinnedText(l health.Lane) string {
 		id = id[:8]
 	}
 	if d, ok := sinceTime(l.At, l.PinnedSince); ok {
-		return fmt.Sprintf("%s (%s)", id, shortDuration(d))
+		return fmt.Sprintf("%s (%s)", id, ShortDuration(d))
 	}
 	return id
 }
@@ -187,7 +187,7 @@ func servedText(s Styles, l health.Lane) string {
 		return s.Bad.Render(name + " gone")
 	}
 	if d, ok := sinceTime(l.At, srv.Since); ok {
-		return fmt.Sprintf("%s (%s)", name, shortDuration(d))
+		return fmt.Sprintf("%s (%s)", name, ShortDuration(d))
 	}
 	return name
 }
@@ -201,7 +201,7 @@ func runningText(s Styles, l health.Lane) string {
 	}
 	if o := l.Server.Outage; o != nil {
 		if d, ok := sinceTime(l.At, o.Since); ok {
-			return s.Bad.Render("outage " + shortDuration(d))
+			return s.Bad.Render("outage " + ShortDuration(d))
 		}
 		return s.Bad.Render("outage")
 	}
@@ -210,7 +210,7 @@ func runningText(s Styles, l health.Lane) string {
 	}
 	in := l.Server.Running
 	if d, ok := sinceTime(l.At, in.Since); ok {
-		return s.Warn.Render(fmt.Sprintf("%s seq %d", shortDuration(d), in.Seq))
+		return s.Warn.Render(fmt.Sprintf("%s seq %d", ShortDuration(d), in.Seq))
 	}
 	return s.Warn.Render(fmt.Sprintf("seq %d", in.Seq))
 }
@@ -256,7 +256,7 @@ func oldestWaitingText(l health.Lane) string {
 	if !ok {
 		return "-"
 	}
-	return planner.Printable(oldest.Key, maxKey) + " " + shortDuration(waited)
+	return planner.Printable(oldest.Key, maxKey) + " " + ShortDuration(waited)
 }
 
 func sinceTime(at, t time.Time) (time.Duration, bool) {
@@ -278,7 +278,8 @@ func stateText(s Styles, l health.Lane) string {
 	return "ok"
 }
 
-func rateText(v float64) string {
+// RateText is a rate per second for a table cell: 0, 2.5, 340.
+func RateText(v float64) string {
 	if v == 0 {
 		return "0"
 	}
@@ -295,15 +296,16 @@ func dash(s string) string {
 	return s
 }
 
-func optDuration(d time.Duration, ok bool) string {
+// OptDuration is ShortDuration, or "-" when there is none.
+func OptDuration(d time.Duration, ok bool) string {
 	if !ok {
 		return "-"
 	}
-	return shortDuration(d)
+	return ShortDuration(d)
 }
 
 // shortDuration is a duration for a table cell: 850ms, 12s, 3m12s, 2h5m, 3d4h.
-func shortDuration(d time.Duration) string {
+func ShortDuration(d time.Duration) string {
 	switch {
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
@@ -382,7 +384,7 @@ func workersText(r *health.Report, wk health.Workers) string {
 			how = "lease expired"
 		}
 		if d, ok := sinceTime(r.Time, g.Renewed); ok {
-			how += " " + shortDuration(d) + " ago"
+			how += " " + ShortDuration(d) + " ago"
 		}
 		text += fmt.Sprintf("%s (%s)", clean(g.Instance), how)
 	}

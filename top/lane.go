@@ -9,6 +9,7 @@ import (
 	"github.com/lanes-dev/lanes/actions"
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/render"
 )
 
 // The lane view's parts read on demand, besides the head: the lane's
@@ -110,7 +111,7 @@ func (m *Model) parkedLines(l *health.Lane, label func(string) string, room int)
 			reason += ": " + planner.Printable(pm.Error, 120)
 		}
 		out = append(out, fmt.Sprintf("%-10sseq %d (was %d), key %s, %s, age %s: %s", "", pm.Seq, pm.OriginSeq, planner.Printable(pm.Key, 40),
-			plural(pm.Attempts, "attempt"), shortDuration(p.Time.Sub(pm.ParkedAt)), reason))
+			plural(pm.Attempts, "attempt"), render.ShortDuration(p.Time.Sub(pm.ParkedAt)), reason))
 	}
 	return out
 }

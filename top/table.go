@@ -9,6 +9,7 @@ import (
 
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/render"
 )
 
 // column is one sortable column of the lane list. cell is the text (the
@@ -36,11 +37,11 @@ var columns = []column{
 	}), func(_ *Model, a, b *health.Lane) int { return cmp.Compare(a.AckPending, b.AckPending) }},
 	{"REDELIV", 7, true, okCell(func(l *health.Lane) string { return strconv.Itoa(l.Redelivered) }),
 		func(_ *Model, a, b *health.Lane) int { return cmp.Compare(a.Redelivered, b.Redelivered) }},
-	{"LAG", 7, true, okCell(func(l *health.Lane) string { return optDuration(l.Age()) }),
+	{"LAG", 7, true, okCell(func(l *health.Lane) string { return render.OptDuration(l.Age()) }),
 		func(_ *Model, a, b *health.Lane) int { return cmp.Compare(lag(a), lag(b)) }},
-	{"DELIV/S", 7, true, okCell(func(l *health.Lane) string { return rateText(l.DeliveredRate) }),
+	{"DELIV/S", 7, true, okCell(func(l *health.Lane) string { return render.RateText(l.DeliveredRate) }),
 		func(_ *Model, a, b *health.Lane) int { return cmp.Compare(a.DeliveredRate, b.DeliveredRate) }},
-	{"ACK/S", 7, true, okCell(func(l *health.Lane) string { return rateText(l.AckedRate) }),
+	{"ACK/S", 7, true, okCell(func(l *health.Lane) string { return render.RateText(l.AckedRate) }),
 		func(_ *Model, a, b *health.Lane) int { return cmp.Compare(a.AckedRate, b.AckedRate) }},
 	{"SERVED BY", 20, false, func(_ *Model, l *health.Lane) string { return servedText(l) },
 		func(_ *Model, a, b *health.Lane) int { return strings.Compare(instance(a), instance(b)) }},
@@ -110,7 +111,7 @@ func servedText(l *health.Lane) string {
 		return name + " gone"
 	}
 	if !l.At.IsZero() && !srv.Since.IsZero() {
-		return name + " (" + shortDuration(max(l.At.Sub(srv.Since), 0)) + ")"
+		return name + " (" + render.ShortDuration(max(l.At.Sub(srv.Since), 0)) + ")"
 	}
 	return name
 }
@@ -217,44 +218,4 @@ func (t term) match(v *Model, l *health.Lane) bool {
 		return has(instance(l))
 	}
 	return has(l.Name) || l.Head != nil && has(l.Head.Key) || has(instance(l)) || stateMatch()
-}
-
-// shortDuration is a duration for a cell: 850ms, 12s, 3m12s, 2h05m, 3d04h
-// (as lanes inspect writes them).
-func shortDuration(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < time.Minute:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	case d < time.Hour:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m" + pad2(int64(d%time.Minute/time.Second)) + "s"
-	case d < 24*time.Hour:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h" + pad2(int64(d%time.Hour/time.Minute)) + "m"
-	}
-	return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d" + pad2(int64(d%(24*time.Hour)/time.Hour)) + "h"
-}
-
-func pad2(n int64) string {
-	if n < 10 {
-		return "0" + strconv.FormatInt(n, 10)
-	}
-	return strconv.FormatInt(n, 10)
-}
-
-func optDuration(d time.Duration, ok bool) string {
-	if !ok {
-		return "-"
-	}
-	return shortDuration(d)
-}
-
-func rateText(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case v < 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 0, 64)
 }

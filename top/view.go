@@ -11,6 +11,7 @@ import (
 
 	"github.com/lanes-dev/lanes/health"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/render"
 )
 
 // View draws the screen: a header, the summary, the lane list (or a lane
@@ -605,7 +606,7 @@ func (m *Model) headLines(l *health.Lane, label func(string) string) []string {
 		attempts = strconv.Itoa(l.HeadDeliveries)
 	}
 	out := []string{label("head") + fmt.Sprintf("seq %d, subject %s, key %s, age %s, attempts %s",
-		h.Seq, printable(h.Subject), printable(h.Key), optDuration(l.Age()), attempts)}
+		h.Seq, printable(h.Subject), printable(h.Key), render.OptDuration(l.Age()), attempts)}
 	switch {
 	case m.head == nil || m.head.lane != l.Name || m.head.seq != h.Seq:
 		out = append(out, label("payload")+m.cfg.Styles.Dim.Render("(not read)"))
@@ -639,7 +640,7 @@ func (m *Model) sparklines(l *health.Lane) string {
 		return "after the next refresh"
 	}
 	return fmt.Sprintf("deliv/s %s %s   ack/s %s %s   (last %d refreshes)",
-		spark(h.deliv), rateText(l.DeliveredRate), spark(h.ack), rateText(l.AckedRate), len(h.ack))
+		spark(h.deliv), render.RateText(l.DeliveredRate), spark(h.ack), render.RateText(l.AckedRate), len(h.ack))
 }
 
 var sparkBars = []rune("▁▂▃▄▅▆▇█")
@@ -676,7 +677,7 @@ func windowText(l *health.Lane) string {
 		text += " (" + strings.Join(ks, ", ") + ")"
 	}
 	if o, d, ok := l.OldestWaiting(); ok {
-		text += fmt.Sprintf("; oldest waiting: key %s seq %d for %s", planner.Printable(o.Key, 40), o.Seq, shortDuration(d))
+		text += fmt.Sprintf("; oldest waiting: key %s seq %d for %s", planner.Printable(o.Key, 40), o.Seq, render.ShortDuration(d))
 	}
 	if w.Holder != "" {
 		text += "; key " + planner.Printable(w.Holder, 40) + " holds the whole window"
