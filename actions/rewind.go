@@ -298,20 +298,19 @@ func (r *rewinder) lanePlan(ci *jetstream.ConsumerInfo) RewindLane {
 	rl := RewindLane{Lane: ci.Name, AckFloor: ci.AckFloor.Stream, Delivered: ci.Delivered.Stream}
 	p := r.out.Seq
 	switch {
-	case rl.AckFloor+1 >= p:
-		rl.To = p
-	case rl.Delivered >= p:
-		rl.To = rl.AckFloor + 1
-		rl.Note = fmt.Sprintf("from its ack floor: messages out from seq %d", rl.To)
-	default:
-		rl.Note = "delivered nothing at or after the point: left as it is"
-		return rl
-	}
-	// A lane that an interrupted rewind left paused at the point has
-	// delivered nothing since: resetting it again changes nothing.
-	if r.ours(ci) && ci.Delivered.Consumer == 0 && rl.AckFloor+1 == rl.To {
+	case r.ours(ci) && ci.Delivered.Consumer == 0 && rl.AckFloor+1 == p:
+		// An interrupted rewind left it paused at the point, and it has
+		// delivered nothing since: resetting it again changes nothing.
 		rl.Note = "already at the point (an interrupted rewind): resumed"
 		return rl
+	case rl.Delivered < p:
+		rl.Note = "delivered nothing at or after the point: left as it is"
+		return rl
+	case rl.AckFloor+1 >= p:
+		rl.To = p
+	default:
+		rl.To = rl.AckFloor + 1
+		rl.Note = fmt.Sprintf("from its ack floor: messages out from seq %d", rl.To)
 	}
 	rl.Changed = true
 	return rl

@@ -77,7 +77,7 @@ each key stays in publish order.
    lanes rewind    set lanes back to a sequence or a time: messages run again in key order
    lanes skip      settle a lane's stuck head without running it (terminate or park)
    lanes parked    list, show, discard and replay parked messages, in key order
-   lanes top       a full-screen view of the lanes, with pause and resume
+   lanes top       a full-screen view of the lanes: pause, resume, skip and rewind from it
 
 Start with:  lanes simulate --live   (runs on an embedded server, no setup)`,
 		Reader:               io.In,
