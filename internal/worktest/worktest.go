@@ -1,53 +1,130 @@
-// Package worktest runs lanes work instances in tests (in this process,
-// until the test ends) and opens connections as the commands do.
+// Package worktest holds what the tests and benchmarks of lanes work
+// share: a worker run until the test ends, a connection as the commands
+// make one (run.go); a backlog on a fresh design, a drain of it by a
+// Worker, figures. Tests only.
 package worktest
 
 import (
 	"context"
-	"sync"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/lanes-dev/lanes/connect"
+	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/internal/testutil"
+	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/work"
 )
 
-// Start runs a lanes work instance with cfg and h until the test ends;
-// stop stops it sooner (and waits for it, as the test's end does).
-func Start(t testing.TB, js jetstream.JetStream, cfg work.Config, h work.Handler) (stop func()) {
-	t.Helper()
-	w, err := work.New(js, cfg, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Errorf("worker %s did not stop", cfg.Instance)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+// Span records the first and the last of n events; Rate is the events
+// between them per second, so start-up costs are left out on both sides.
+type Span struct {
+	n           atomic.Int64
+	first, last atomic.Int64
 }
 
-// Dial opens a connection to url as the commands do, closed when the test
-// ends.
-func Dial(t testing.TB, url string) *connect.Conn {
-	t.Helper()
-	c, err := connect.Open(context.Background(), connect.Options{Server: url, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+func (s *Span) Tick() int64 {
+	now := time.Now().UnixNano()
+	s.first.CompareAndSwap(0, now)
+	s.last.Store(now)
+	return s.n.Add(1)
+}
+
+func (s *Span) Rate() float64 {
+	return float64(s.n.Load()-1) / (time.Duration(s.last.Load() - s.first.Load())).Seconds()
+}
+
+// Backlog creates a design with lanes lanes and stores perLane messages in
+// each, and returns its plan.
+func Backlog(b *testing.B, js jetstream.JetStream, name string, lanes, perLane int, edit ...func(*planner.Design)) *planner.Plan {
+	b.Helper()
+	p := testutil.Plan(b, name, lanes, edit...)
+	natstest.CreateLanes(b, js, p)
+	var subjects []string
+	keys := make([][]string, lanes)
+	for l := range lanes {
+		keys[l] = natstest.SubjectsFor(b, p, l, 4)
 	}
-	t.Cleanup(c.Close)
-	return c
+	for i := 0; i < perLane; i++ {
+		for l := range lanes {
+			subjects = append(subjects, keys[l][i%4])
+		}
+	}
+	natstest.PublishAsync(b, js, subjects...)
+	for _, l := range p.Lanes {
+		natstest.WaitPending(b, js, p.Stream.Name, l.Name, uint64(perLane))
+	}
+	return p
+}
+
+// DropStream deletes a stream.
+func DropStream(b *testing.B, js jetstream.JetStream, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := js.DeleteStream(ctx, name); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// Drain drains the same backlog with a Worker running inner (nil:
+// a no-op handler) and returns messages per second.
+func Drain(b *testing.B, url string, p *planner.Plan, total int, inner work.Handler) float64 {
+	var sp Span
+	done := make(chan struct{})
+	h := work.HandlerFunc(func(ctx context.Context, m *work.Msg) error {
+		if inner != nil {
+			if err := inner.Handle(ctx, m); err != nil {
+				return err
+			}
+		}
+		if sp.Tick() == int64(total) {
+			close(done)
+		}
+		return nil
+	})
+	RunUntil(b, url, p, h, done)
+	return sp.Rate()
+}
+
+// Median is the middle of v.
+func Median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// RunUntil runs a Worker with handler h on p's lanes until done is closed
+// (5 minutes at most), then stops it.
+func RunUntil(b *testing.B, url string, p *planner.Plan, h work.Handler, done <-chan struct{}) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := work.New(js, work.Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "bench"}, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- w.Run(ctx) }()
+	select {
+	case <-done:
+	case err := <-ended:
+		b.Fatalf("worker ended: %v", err)
+	case <-time.After(5 * time.Minute):
+		b.Fatal("not drained in 5 minutes")
+	}
+	cancel()
+	if err := <-ended; err != nil {
+		b.Fatal(err)
+	}
 }
