@@ -329,6 +329,9 @@ type ParkedOutcome struct {
 	// OutOfOrder are the keys whose parked messages would run after
 	// messages of the key that came later (replay).
 	OutOfOrder []KeyOrder `json:"out_of_order,omitempty"`
+	// Quarantines are the quarantined keys the replay covered: replayed in
+	// rounds, then lifted (replay).
+	Quarantines []QuarantineLift `json:"quarantines,omitempty"`
 }
 
 func (o *ParkedOutcome) add(c ParkedChange) {

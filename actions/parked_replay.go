@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-dev/lanes/connect"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
+	"github.com/lanes-dev/lanes/work"
 )
 
 // ReplayOptions say how to replay.
@@ -43,6 +44,9 @@ type replayKey struct {
 	subject string            // where to publish: the subject as published
 	copies  map[uint64]uint64 // parked seq -> its replayed copy's seq, from an earlier run
 	order   *KeyOrder
+	// replayID marks the copies of a quarantined key's replay (header
+	// Lanes-Replay-Id): workers run those, and park the key's others.
+	replayID string
 }
 
 // ReplayParked publishes the chosen parked messages again to their
@@ -57,6 +61,11 @@ type replayKey struct {
 // ones, which ran or will run first) is refused unless OutOfOrder, before
 // anything is published; so is a key with an earlier parked message left
 // out, and a key whose later messages the stream may no longer hold.
+//
+// A quarantined key the choice covers (named, one of its parked messages
+// chosen, or All) is replayed whole by its own protocol, in rounds, and
+// then lifted (quarantine.go): its later messages were parked by the
+// quarantine, so they are no reason to refuse.
 func ReplayParked(ctx context.Context, c *connect.Conn, sel *Selection, f ParkedFilter, o ReplayOptions) (*ParkedOutcome, error) {
 	if err := f.mustNarrow(sel, "replay"); err != nil {
 		return nil, err
@@ -71,7 +80,12 @@ func ReplayParked(ctx context.Context, c *connect.Conn, sel *Selection, f Parked
 	if err != nil {
 		return nil, err
 	}
-	keys, err := planReplay(ctx, api, sel, p, info)
+	// A quarantined key's messages parked since its first failure are
+	// replayed by its own protocol, which lifts the quarantine (quarantine.go).
+	quarantined := quarantinesOf(sel, f, p)
+	ordinary := *p
+	ordinary.Messages = slices.DeleteFunc(slices.Clone(p.Messages), func(m ParkedMsg) bool { return quarantinedOnly(m, quarantined) })
+	keys, err := planReplay(ctx, api, sel, &ordinary, info)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +120,21 @@ func ReplayParked(ctx context.Context, c *connect.Conn, sel *Selection, f Parked
 			out.add(ch)
 		}
 	}
+	for _, q := range quarantined {
+		l, err := newLifter(ctx, c, sel, f, info, q, out)
+		if err != nil {
+			return out, err
+		}
+		if o.DryRun {
+			err = l.dryRun(ctx)
+		} else {
+			err = l.run(ctx)
+		}
+		out.Quarantines = append(out.Quarantines, l.lift)
+		if err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }
 
@@ -116,7 +145,7 @@ func replayOne(ctx context.Context, c *connect.Conn, api *jsapi.Client, k *repla
 	seq, done := k.copies[m.Seq]
 	if !done {
 		pctx, cancel := context.WithTimeout(ctx, c.Timeout)
-		ack, err := c.JS.PublishMsg(pctx, replayCopy(m, k.subject))
+		ack, err := c.JS.PublishMsg(pctx, replayCopy(m, k.subject, k.replayID))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("replaying parked message %d (key %s) to %s: %w; nothing was deleted: run the replay again", m.Seq, planner.Quote(m.Key, 100), k.subject, err)
@@ -148,14 +177,19 @@ func replayID(m ParkedMsg) string {
 }
 
 // replayCopy is the message published again: the parked one's payload and
-// headers (not the server's Nats-*), the sequence it first had, its ID.
-func replayCopy(m ParkedMsg, subject string) *nats.Msg {
+// headers (not the server's Nats-*), the sequence it first had, its ID,
+// and a quarantined key's replay ID.
+func replayCopy(m ParkedMsg, subject, id string) *nats.Msg {
 	out := nats.NewMsg(subject)
 	out.Data = m.Data
 	for k, v := range m.Header {
 		if !strings.HasPrefix(k, "Nats-") {
 			out.Header[k] = v
 		}
+	}
+	out.Header.Del(work.HeaderReplayID) // an earlier replay's
+	if id != "" {
+		out.Header.Set(work.HeaderReplayID, id)
 	}
 	out.Header.Set(HeaderReplayedFromStream, m.Stream)
 	out.Header.Set(HeaderReplayedFromSeq, strconv.FormatUint(m.First(), 10))

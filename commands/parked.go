@@ -164,6 +164,18 @@ them) keeps lanes from telling. --out-of-order replays them anyway. A
 message published for the key while the replay runs also runs before the
 copies.
 
+A quarantined key (lanes work --on-poison quarantine; inspect lists it) that
+the choice covers (--key KEY, one of its parked messages, or --all) is
+replayed whole and then lifted: every message the quarantine parked goes back
+in the order it first had, in rounds, and a message that arrives for the key
+during the replay is parked and replayed in a later round, so it runs after
+every replayed one; then the quarantine is lifted and the key's new messages
+run in order. A replayed message that fails again leaves the key quarantined
+(exit 4). The record in the membership bucket says how far a replay got: a
+replay killed midway is finished by running it again. A message parked just
+as the quarantine was lifted is reported (exit 4, with the --out-of-order
+--seq to replay it).
+
 Each copy has the message ID lanes-replay:<stream>:<origin seq>: a replay
 killed between a copy and its delete, or run by two operators at once,
 publishes each message once when it is run again (the copy is found in the
@@ -171,6 +183,7 @@ stream, or dropped as a duplicate within the stream's duplicate window).
 
 Examples:
    lanes parked replay -f lanes.yaml --key alice --dry-run
+   lanes parked replay -f lanes.yaml --key alice       # a quarantined key: replayed, then lifted
    lanes parked replay -f lanes.yaml --reason failed --all
    lanes parked replay -f lanes.yaml --seq 42 --out-of-order`,
 				Flags: actionFlags(append(filterFlags, all,

@@ -49,9 +49,9 @@ func workCommand(io *IO) *cli.Command {
 		&cli.DurationFlag{Name: "lease", Value: work.DefaultLease, Usage: "membership lease `DURATION` (whole seconds, 2s+): a dead instance's lanes move to the others about this long after it died", Category: catWork},
 		&cli.DurationFlag{Name: "max-process-time", Usage: "end a handler after `DURATION` (kill the --exec process group, cancel the --http request) and retry the message; 0: no limit", Category: catWork},
 		&cli.DurationFlag{Name: "grace", Value: work.DefaultGrace, Usage: "on SIGTERM, SIGHUP or Ctrl-C, how long messages in flight may take to finish before they are handed back (`DURATION`, more than 0)", Category: catWork},
-		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order) or park (republish to --dead-letter after --park-after attempts, then ack)", Category: catWork},
+		&cli.StringFlag{Name: "on-poison", Value: string(work.Block), Usage: "`POLICY` for a message that keeps failing: block (retry, the lane waits: strict order), park (republish to --dead-letter after --park-after attempts, then ack) or quarantine (park it and every later message of its key, in order, until lanes parked replay --key lifts it; other keys go on)", Category: catWork},
 		&cli.StringFlag{Name: "dead-letter", Usage: "`SUBJECT` parked messages are published to (a stream must store it); messages the handler terminates go there too", Category: catWork},
-		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park: attempts `N` before a failing message is parked", Category: catWork},
+		&cli.IntFlag{Name: "park-after", Value: work.DefaultParkAfter, Usage: "with --on-poison park or quarantine: attempts `N` before a failing message is parked", Category: catWork},
 		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics on `ADDR` (e.g. :9464) at /metrics, and the probes /healthz (503: restart the process) and /readyz (503: not connected, lease not renewed, or stopping)", Category: catOutput},
 		&cli.DurationFlag{Name: "status-every", Value: 30 * time.Second, Usage: "when stderr is not a terminal, log a status line every `DURATION` (0: never); a terminal gets a live status line", Category: catOutput},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT` on stderr: text (logfmt) or json", Category: catOutput},
@@ -76,7 +76,13 @@ long it takes), then an ack the server confirms before the lane's next
 message. A failure is retried after the lane's backoff (default 1s, 2s, 5s,
 10s, 30s); under --on-poison block the lane waits behind it (inspect shows
 the stuck head), under park it moves on once the message is safe on the
-dead-letter subject.
+dead-letter subject. Under quarantine the key is recorded as quarantined in
+the membership bucket first, then the message is parked: from then on every
+instance parks the key's messages unrun, in order, and every other key goes
+on; inspect lists the key, and lanes parked replay --key KEY (once the
+handler is fixed) replays them in order and lifts the quarantine. Every
+instance honours a quarantine whatever its own policy (one without
+--dead-letter holds the key's messages instead).
 
 --exec: the payload on stdin; LANES_STREAM, LANES_LANE, LANES_PARTITION,
 LANES_SUBJECT, LANES_KEY, LANES_SEQ (the stream sequence: a version for
@@ -101,7 +107,8 @@ Examples:
    lanes work -f lanes.yaml --exec './handle.sh'
    lanes work -f lanes.yaml --http http://127.0.0.1:8080/msg --metrics :9464
    lanes work --stream ORDERS --exec 'psql -c "..."' --max-process-time 2m
-   lanes work -f lanes.yaml --exec ./handle.sh --on-poison park --dead-letter dlq.orders --park-after 5`,
+   lanes work -f lanes.yaml --exec ./handle.sh --on-poison park --dead-letter dlq.orders --park-after 5
+   lanes work -f lanes.yaml --exec ./handle.sh --on-poison quarantine --dead-letter dlq.orders`,
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			o, err := workOptions(c, io)

@@ -787,6 +787,9 @@ func (j *judge) workerFindings() {
 			Advice:  fmt.Sprintf("give the user read access to the KV bucket %s (stream KV_%s), or raise --timeout; the lanes' own figures are complete", membership.Bucket, membership.Bucket)})
 	}
 	for _, w := range r.Workers {
+		for _, q := range w.Quarantined {
+			j.add(quarantineFinding(w.Design, q))
+		}
 		for _, p := range w.Parked {
 			switch {
 			case p.Err == "" && p.Stream == "":
@@ -800,4 +803,29 @@ func (j *judge) workerFindings() {
 			}
 		}
 	}
+}
+
+// quarantineFinding: a key lanes work quarantined; its messages are parked
+// unrun until a replay lifts it.
+func quarantineFinding(design string, q membership.Quarantine) Finding {
+	msg := fmt.Sprintf("key %s of design %s is quarantined since seq %d (lane %s, %s, by %s): its messages are parked unrun, in order; other keys go on",
+		planner.Quote(q.Key, 100), design, q.Seq, q.Lane, q.At.UTC().Format(time.RFC3339), q.Instance)
+	if q.Error != "" {
+		msg += "; it failed with: " + planner.OneLine(q.Error, 200)
+	}
+	if q.State != membership.QuarantineOn {
+		msg += fmt.Sprintf("; a replay is under way (%s)", q.State)
+	}
+	return Finding{Severity: Warning, Code: "quarantined", Lane: q.Lane, Message: msg,
+		Advice: fmt.Sprintf("fix the handler, then lanes parked replay --key %s (its parked messages run in order, then the quarantine is lifted)", shellWord(q.Key))}
+}
+
+// shellWord quotes a key for a command line when it needs it.
+func shellWord(s string) string {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=:@", c)) {
+			return "'" + strings.ReplaceAll(planner.Printable(s, 100), "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

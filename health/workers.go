@@ -50,6 +50,9 @@ type Workers struct {
 	Live   []membership.Member
 	Gone   []membership.Member // departures of the last hour
 	Parked []Parked            // per dead-letter subject its instances name
+	// Quarantined are the keys lanes work quarantined (--on-poison
+	// quarantine), by key, each with its first failure.
+	Quarantined []membership.Quarantine
 }
 
 // Parked counts the messages parked on a dead-letter subject
@@ -196,6 +199,10 @@ func (j *judge) attachWorkers(s *Snapshot) {
 			}
 		}
 		sort.Slice(w.Parked, func(a, b int) bool { return w.Parked[a].Subject < w.Parked[b].Subject })
+		for _, q := range sv.Quarantined {
+			w.Quarantined = append(w.Quarantined, q)
+		}
+		sort.Slice(w.Quarantined, func(a, b int) bool { return w.Quarantined[a].Key < w.Quarantined[b].Key })
 		r.Workers = append(r.Workers, w)
 		for i := range r.Lanes {
 			l := &r.Lanes[i]

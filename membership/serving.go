@@ -130,6 +130,9 @@ type Serving struct {
 	// Pauses are the records lanes pause wrote, by lane (a record may
 	// outlive its pause: the server says whether the lane is paused).
 	Pauses map[string]Pause `json:"pauses,omitempty"`
+	// Quarantined are the keys lanes work quarantined (--on-poison
+	// quarantine), by key.
+	Quarantined map[string]Quarantine `json:"quarantined,omitempty"`
 }
 
 // ReadServing reads the membership of a design's workers: the live
@@ -137,7 +140,7 @@ type Serving struct {
 // serves it and since when. With no bucket (no worker ever ran) it returns
 // an empty Serving.
 func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design string) (*Serving, error) {
-	out := &Serving{Lanes: map[string]LaneServer{}, Pauses: map[string]Pause{}}
+	out := &Serving{Lanes: map[string]LaneServer{}, Pauses: map[string]Pause{}, Quarantined: map[string]Quarantine{}}
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return out, nil
@@ -186,6 +189,10 @@ func ReadServing(ctx context.Context, js jetstream.JetStream, stream, design str
 			var p Pause
 			if json.Unmarshal(e.Value(), &p) == nil {
 				out.Pauses[key[2:]] = p
+			}
+		case strings.HasPrefix(key, "q."):
+			if q, ok := quarantineOf(key, e); ok {
+				out.Quarantined[q.Key] = q
 			}
 		}
 	}

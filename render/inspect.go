@@ -339,12 +339,15 @@ func inspectSummary(w io.Writer, s Styles, r *health.Report) {
 		pairs = append(pairs, [2]string{"workers", s.Warn.Render("unknown (the membership bucket could not be read)")})
 	}
 	for _, wk := range r.Workers {
-		if len(wk.Live)+len(wk.Gone)+len(wk.Parked) == 0 {
+		if len(wk.Live)+len(wk.Gone)+len(wk.Parked)+len(wk.Quarantined) == 0 {
 			continue // no worker ever ran (or none for an hour): nothing to say
 		}
 		pairs = append(pairs, [2]string{"workers", workersText(r, wk)})
 		for _, p := range wk.Parked {
 			pairs = append(pairs, [2]string{"parked", parkedText(wk.Design, p)})
+		}
+		for _, q := range wk.Quarantined {
+			pairs = append(pairs, [2]string{"quarantined", quarantinedText(wk.Design, q)})
 		}
 	}
 	pairs = append(pairs, [2]string{"findings", fmt.Sprintf("%d critical, %d warning, %d info", m.Critical, m.Warnings, m.Infos)})
@@ -401,6 +404,19 @@ func parkedText(design string, p health.Parked) string {
 		return head + fmt.Sprintf("%s is stored by no stream", clean(p.Subject))
 	}
 	return head + fmt.Sprintf("%d on %s (stream %s)", p.Count, clean(p.Subject), clean(p.Stream))
+}
+
+// quarantinedText: "orders: key alice since seq 42 (lane orders-n4-p1, 2026-...: boom)".
+func quarantinedText(design string, q membership.Quarantine) string {
+	text := fmt.Sprintf("%s: key %s since seq %d (lane %s, %s", clean(design), planner.Quote(q.Key, 100), q.Seq, clean(q.Lane), q.At.UTC().Format(time.RFC3339))
+	if q.Error != "" {
+		text += ": " + planner.Printable(planner.OneLine(q.Error, 120), 120)
+	}
+	text += ")"
+	if q.State != membership.QuarantineOn {
+		text += ", " + clean(q.State)
+	}
+	return text
 }
 
 // findingsPerCode bounds the table's findings of one code: with 1,024

@@ -169,6 +169,20 @@ type workersDoc struct {
 	Live   []instanceDoc `json:"live"`
 	Gone   []instanceDoc `json:"gone"`
 	Parked []parkedDoc   `json:"parked"`
+	// Quarantined are the keys lanes work quarantined, with their first
+	// failure (--on-poison quarantine); left out when there are none, so
+	// documents of designs without quarantine stay as they were.
+	Quarantined []quarantinedDoc `json:"quarantined,omitempty"`
+}
+
+type quarantinedDoc struct {
+	Key      string    `json:"key"`
+	Lane     string    `json:"lane"`
+	Seq      uint64    `json:"seq"`
+	At       time.Time `json:"at"`
+	Instance string    `json:"instance"`
+	Error    string    `json:"error,omitempty"`
+	State    string    `json:"state"`
 }
 
 type instanceDoc struct {
@@ -297,6 +311,9 @@ func inspectDocument(r *health.Report, places []health.KeyPlace) inspectDoc {
 	d.WorkersUnknown = r.WorkersUnknown
 	for _, w := range r.Workers {
 		wd := workersDoc{Design: w.Design, Live: []instanceDoc{}, Gone: []instanceDoc{}, Parked: []parkedDoc{}}
+		for _, q := range w.Quarantined {
+			wd.Quarantined = append(wd.Quarantined, quarantinedDoc{q.Key, q.Lane, q.Seq, q.At.UTC(), q.Instance, q.Error, q.State})
+		}
 		for _, in := range w.Live {
 			wd.Live = append(wd.Live, instanceDoc{Instance: in.Instance, Host: in.Host, PID: in.PID, Started: timePtr(in.Started), DeadLetter: in.DeadLetter, Renewed: timePtr(in.Renewed)})
 		}

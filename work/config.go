@@ -35,6 +35,11 @@ const (
 	// Park republishes the message to a dead-letter subject after
 	// ParkAfter attempts, then acknowledges it: the key moves on.
 	Park Policy = "park"
+	// Quarantine parks the failing message after ParkAfter attempts and
+	// records its key as quarantined in the membership bucket: every later
+	// message of the key is parked unrun, in order, by every instance,
+	// until lanes parked replay --key lifts it; other keys go on.
+	Quarantine Policy = "quarantine"
 )
 
 // Config is what a Worker needs besides its JetStream context and its
@@ -57,14 +62,14 @@ type Config struct {
 	// message (0: no limit).
 	MaxProcessTime time.Duration
 	// OnPoison is what happens to a message that keeps failing: Block
-	// (the default) or Park.
+	// (the default), Park or Quarantine.
 	OnPoison Policy
 	// DeadLetter is the subject parked messages are published to; a stream
 	// other than Stream must store it. A message the handler terminates
 	// (Term) is parked there too when it is set.
 	DeadLetter string
 	// ParkAfter is how many attempts a message gets before it is parked
-	// (Park). Default DefaultParkAfter.
+	// (Park, Quarantine). Default DefaultParkAfter.
 	ParkAfter int
 	// Logger receives what the worker does (joins, hand-overs, failures);
 	// nil: nothing is logged.
@@ -161,8 +166,12 @@ func (c *Config) normalize() error {
 		if c.DeadLetter == "" {
 			return bad("OnPoison", c.OnPoison, "park needs a dead-letter subject: where parked messages go")
 		}
+	case Quarantine:
+		if c.DeadLetter == "" {
+			return bad("OnPoison", c.OnPoison, "quarantine needs a dead-letter subject: where a quarantined key's messages are parked")
+		}
 	default:
-		return bad("OnPoison", c.OnPoison, "choose block or park")
+		return bad("OnPoison", c.OnPoison, "choose block, park or quarantine")
 	}
 	if d := c.DeadLetter; d != "" && (strings.ContainsAny(d, "*> \t\r\n") || strings.Contains(d, "..") ||
 		strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".")) {

@@ -465,7 +465,7 @@ func (k *keyed) start(h *held) {
 	go func() {
 		defer cancel(nil)
 		start := time.Now()
-		err := l.runOrSkip(ctx, msg)
+		err := l.runKeyed(ctx, msg)
 		o := l.judge(h, m, msg, info, err, time.Since(start))
 		if o.kind == doAck && l.standing() != membership.Lapsed {
 			// Acked from here, not by the lane's goroutine: the slot the
@@ -494,6 +494,9 @@ func (l *lane) judge(h *held, m *nats.Msg, msg *Msg, info *laneInfo, herr error,
 	if e := w.skips.at(l.name, msg.Seq); e != nil && herr != nil && !errors.Is(herr, errLostContact) {
 		return l.judgeSkip(h, m, msg, e, herr, took) // stopped or never run for a skip
 	}
+	if q, ok := errors.AsType[*quarantinedError](herr); ok {
+		return l.judgeQuarantined(h, m, msg, q, took) // its key is quarantined: never run
+	}
 	switch {
 	case herr == nil:
 		o.kind = doAck
@@ -506,12 +509,18 @@ func (l *lane) judge(h *held, m *nats.Msg, msg *Msg, info *laneInfo, herr error,
 		return o
 	}
 	kind, want := classify(herr)
-	park := w.cfg.DeadLetter != "" && (kind == outcomeTerm || w.cfg.OnPoison == Park && msg.Attempt >= w.cfg.ParkAfter)
+	park := w.cfg.DeadLetter != "" && (kind == outcomeTerm || w.parksPoison(msg) && msg.Attempt >= w.cfg.ParkAfter)
 	switch {
 	case park:
-		o.park = "failed " + strconv.Itoa(msg.Attempt) + " time(s)"
-		if kind == outcomeTerm {
-			o.park = "terminated by the handler"
+		o.park = "terminated by the handler"
+		if kind != outcomeTerm {
+			var qerr error
+			if o.park, qerr = w.poisonReason(msg, herr); qerr != nil {
+				w.log.Error("cannot record the key's quarantine: the message will be retried", "lane", l.name, "seq", msg.Seq, "key", msg.Key, "error", qerr)
+				o.park = ""
+				o.kind, o.delay = doNak, nakOf(info, msg.Attempt, -1)
+				return o
+			}
 		}
 		if err := w.park(m, msg, o.park, herr); err != nil {
 			w.log.Error("cannot park the message: it will be retried", "lane", l.name, "seq", msg.Seq, "key", msg.Key, "dead_letter", w.cfg.DeadLetter, "error", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -599,6 +598,10 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 		l.recordProgress()
 		return p.sub != nil // skipped, not run
 	}
+	if l.quarantineDelivery(p, m, msg) {
+		l.recordProgress()
+		return p.sub != nil // its key is quarantined: parked or held, not run
+	}
 	start := time.Now()
 	f, err := l.handle(info, m, msg)
 	took := time.Since(start)
@@ -735,12 +738,17 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 	}
 	l.stats.failed.Add(1)
 	kind, want := classify(herr)
-	park := w.cfg.DeadLetter != "" && (kind == outcomeTerm || w.cfg.OnPoison == Park && msg.Attempt >= w.cfg.ParkAfter)
+	park := w.cfg.DeadLetter != "" && (kind == outcomeTerm || w.parksPoison(msg) && msg.Attempt >= w.cfg.ParkAfter)
 	switch {
 	case park:
-		reason := "failed " + strconv.Itoa(msg.Attempt) + " time(s)"
-		if kind == outcomeTerm {
-			reason = "terminated by the handler"
+		reason := "terminated by the handler"
+		if kind != outcomeTerm {
+			var qerr error
+			if reason, qerr = w.poisonReason(msg, herr); qerr != nil {
+				w.log.Error("cannot record the key's quarantine: the message will be retried", append(attrs, "error", qerr)...)
+				l.nak(f, info, msg.Attempt, -1)
+				return true
+			}
 		}
 		if err := w.park(m, msg, reason, herr); err != nil {
 			w.log.Error("cannot park the message: it will be retried", append(attrs, "dead_letter", w.cfg.DeadLetter, "error", err)...)

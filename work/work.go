@@ -106,6 +106,8 @@ type Worker struct {
 	probe probe // what Ready and Healthy read (probes.go)
 
 	skips skipBook // the design's skip requests (lanes skip), by lane (skip.go)
+
+	quarantines quarantineBook // the design's quarantined keys (quarantine.go)
 }
 
 // New checks the config and prepares a worker on js's connection, sending
@@ -202,7 +204,8 @@ func (w *Worker) run(ctx context.Context) error {
 		return err
 	}
 	w.setKV(kv)
-	defer w.watchSkips()() // before any lane is taken: a lane knows a pending skip before its first message
+	defer w.watchSkips()()       // before any lane is taken: a lane knows a pending skip before its first message
+	defer w.watchQuarantines()() // likewise: no message of a quarantined key runs
 	if err := w.listLanes(ctx); err != nil {
 		return err
 	}
@@ -384,7 +387,7 @@ func (w *Worker) warnSettings() {
 		if d := l.deadline(1); d > slowest {
 			slowest, slowLane = d, l.name
 		}
-		if w.cfg.OnPoison == Park && l.maxDeliver > 0 && l.maxDeliver < w.cfg.ParkAfter {
+		if w.cfg.OnPoison != Block && l.maxDeliver > 0 && l.maxDeliver < w.cfg.ParkAfter {
 			w.log.Warn("the lane's max deliver is below the attempts before parking: the server drops a failing message before it can be parked",
 				"lane", l.name, "max_deliver", l.maxDeliver, "park_after", w.cfg.ParkAfter)
 		}
