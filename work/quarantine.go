@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/membership"
 	"github.com/lanes-dev/lanes/planner"
@@ -89,52 +90,13 @@ func (b *quarantineBook) warnOnce(rkey string) bool {
 }
 
 // watchQuarantines follows the design's quarantine records until the
-// returned stop is called. It waits (at most the timeout) for those
-// already there, so that a lane taken from now on never runs a message of
-// a quarantined key.
+// returned stop is called, the records already there read first: a lane
+// taken from now on never runs a message of a quarantined key.
 func (w *Worker) watchQuarantines() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	synced := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.followQuarantines(ctx, synced)
-	}()
-	select {
-	case <-synced:
-	case <-time.After(w.cfg.Timeout):
-		w.log.Warn("cannot read the quarantined keys yet: watching on")
-	}
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-func (w *Worker) followQuarantines(ctx context.Context, synced chan struct{}) {
-	var once sync.Once
-	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(ctx)
-		kw, err := w.records().KV.Watch(wctx, membership.QuarantineKeys(w.scope))
-		if err == nil {
-			for e := range kw.Updates() {
-				if e == nil {
-					once.Do(func() { close(synced) })
-					continue
-				}
-				qe, _ := membership.ParseQuarantine(e)
-				w.quarantines.set(e.Key(), qe, e.Revision())
-			}
-			_ = kw.Stop()
-		} else {
-			w.log.Debug("cannot watch the quarantined keys; trying again", "error", err)
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	return w.watchRecords("the quarantined keys", membership.QuarantineKeys(w.scope), func(e jetstream.KeyValueEntry) {
+		qe, _ := membership.ParseQuarantine(e)
+		w.quarantines.set(e.Key(), qe, e.Revision())
+	})
 }
 
 // qAct is what happens to a message of a key that may be quarantined.

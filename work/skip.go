@@ -97,57 +97,18 @@ func (b *skipBook) at(lane string, seq uint64) *membership.SkipEntry {
 }
 
 // watchSkips follows the design's skip requests until the returned stop
-// is called. It waits (at most the timeout) for the requests already
-// there, so that a lane taken from now on knows of a pending request
-// before its first message.
+// is called, the requests already there read first: a lane taken from now
+// on knows of a pending request before its first message.
 func (w *Worker) watchSkips() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	synced := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.followSkips(ctx, synced)
-	}()
-	select {
-	case <-synced:
-	case <-time.After(w.cfg.Timeout):
-		w.log.Warn("cannot read the skip requests yet (lanes skip): watching on")
-	}
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-func (w *Worker) followSkips(ctx context.Context, synced chan struct{}) {
-	var once sync.Once
 	prefix := w.scope + ".s."
-	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(ctx)
-		kw, err := w.records().KV.Watch(wctx, membership.SkipKeys(w.scope))
-		if err == nil {
-			for e := range kw.Updates() {
-				if e == nil {
-					once.Do(func() { close(synced) })
-					continue
-				}
-				lane := strings.TrimPrefix(e.Key(), prefix)
-				se, _ := membership.ParseSkip(e)
-				w.skips.set(lane, se)
-				if se != nil && se.Pending() {
-					w.skipAsked(lane, se)
-				}
-			}
-			_ = kw.Stop()
-		} else {
-			w.log.Debug("cannot watch the skip requests; trying again", "error", err)
+	return w.watchRecords("the skip requests (lanes skip)", membership.SkipKeys(w.scope), func(e jetstream.KeyValueEntry) {
+		lane := strings.TrimPrefix(e.Key(), prefix)
+		se, _ := membership.ParseSkip(e)
+		w.skips.set(lane, se)
+		if se != nil && se.Pending() {
+			w.skipAsked(lane, se)
 		}
-		cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	})
 }
 
 // skipAsked tells the lane a request came: a serial lane's running
