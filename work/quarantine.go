@@ -201,18 +201,10 @@ func (l *lane) quarantineDelivery(p *puller, m *nats.Msg, msg *Msg) bool {
 	if act == qRun {
 		return false
 	}
-	p.drain()
-	f := &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: time.Now(), deadline: l.info.Load().deadline(msg.Attempt)}
-	f.confirmed.Store(time.Now().UnixNano())
-	switch {
-	case l.standing() == membership.Lapsed:
-		l.abandon(p)
-		return true
-	case l.releasing() || l.w.abort.Err() != nil || l.standing() == membership.Left:
-		l.finish(p, m)
+	f := l.takeUnrun(p, m, msg)
+	if f == nil {
 		return true
 	}
-	l.ensure(p)
 	attrs := []any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "quarantined_since", e.Seq}
 	if act == qHold {
 		if l.mayNak(f) {

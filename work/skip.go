@@ -166,18 +166,10 @@ func (l *lane) skipDelivery(p *puller, m *nats.Msg, msg *Msg) bool {
 	if e == nil {
 		return false
 	}
-	p.drain()
-	f := &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: time.Now(), deadline: l.info.Load().deadline(msg.Attempt)}
-	f.confirmed.Store(time.Now().UnixNano())
-	switch {
-	case l.standing() == membership.Lapsed:
-		l.abandon(p)
-		return true
-	case l.releasing() || l.w.abort.Err() != nil || l.standing() == membership.Left:
-		l.finish(p, m)
+	f := l.takeUnrun(p, m, msg)
+	if f == nil {
 		return true
 	}
-	l.ensure(p)
 	if !l.settleSkip(p, f, msg, e) && p.sub != nil {
 		l.resync(p)
 	}
@@ -367,15 +359,36 @@ func (w *Worker) parkSkipped(e *membership.SkipEntry, header nats.Header, data [
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
 	defer cancel()
-	_, err := w.js.PublishMsg(ctx, ParkedCopy(subject, header, data, msg, reason, w.cfg.Instance))
+	_, err := w.js.PublishMsg(ctx, ParkedCopy(subject, header, data, msg, reason, reason, w.cfg.Instance))
 	return err
+}
+
+// takeUnrun takes a serial lane's delivery that is settled without being
+// run (a skipped message, a quarantined key's): the in-flight record to
+// settle it with, or nil when the lane's epoch lapsed or the lane is being
+// let go (the delivery is then dropped or handed back, as any other).
+func (l *lane) takeUnrun(p *puller, m *nats.Msg, msg *Msg) *inflight {
+	p.drain()
+	f := &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: time.Now(), deadline: l.info.Load().deadline(msg.Attempt)}
+	f.confirmed.Store(time.Now().UnixNano())
+	switch {
+	case l.standing() == membership.Lapsed:
+		l.abandon(p)
+		return nil
+	case l.releasing() || l.w.abort.Err() != nil || l.standing() == membership.Left:
+		l.finish(p, m)
+		return nil
+	}
+	l.ensure(p)
+	return f
 }
 
 // ParkedCopy is a message's dead-letter copy as lanes work parks it: its
 // payload and headers (less the server's Nats-*), with the Lanes-Parked-*
-// headers naming its origin and why, and a message ID that makes the
-// dead-letter stream store it once however often it is parked.
-func ParkedCopy(deadLetter string, header nats.Header, data []byte, msg *Msg, reason, instance string) *nats.Msg {
+// headers naming its origin, why (reason) and the error it failed with,
+// and a message ID that makes the dead-letter stream store it once however
+// often it is parked.
+func ParkedCopy(deadLetter string, header nats.Header, data []byte, msg *Msg, reason, failure, instance string) *nats.Msg {
 	pm := nats.NewMsg(deadLetter)
 	pm.Data = data
 	for k, v := range header {
@@ -390,7 +403,7 @@ func ParkedCopy(deadLetter string, header nats.Header, data []byte, msg *Msg, re
 	pm.Header.Set(HeaderParkedKey, msg.Key)
 	pm.Header.Set(HeaderParkedAttempts, strconv.Itoa(msg.Attempt))
 	pm.Header.Set(HeaderParkedReason, reason)
-	pm.Header.Set(HeaderParkedError, reason)
+	pm.Header.Set(HeaderParkedError, planner.OneLine(failure, 1024))
 	pm.Header.Set(HeaderParkedInstance, instance)
 	pm.Header.Set(HeaderParkedAt, time.Now().UTC().Format(time.RFC3339Nano))
 	pm.Header.Set(jetstream.MsgIDHeader, "lanes-parked:"+msg.Stream+":"+strconv.FormatUint(msg.Seq, 10))
@@ -508,7 +521,7 @@ func parkStored(ctx context.Context, js jetstream.JetStream, stream, lane string
 	if park.Key != nil {
 		msg.Key = park.Key(raw.Subject)
 	}
-	if _, err := js.PublishMsg(ctx, ParkedCopy(park.DeadLetter, raw.Header, raw.Data, msg, park.Reason, park.Instance)); err != nil {
+	if _, err := js.PublishMsg(ctx, ParkedCopy(park.DeadLetter, raw.Header, raw.Data, msg, park.Reason, park.Reason, park.Instance)); err != nil {
 		return fmt.Errorf("parking seq %d on %s: %w", seq, park.DeadLetter, err)
 	}
 	return nil
