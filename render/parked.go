@@ -129,6 +129,16 @@ func ParkedOutcome(w io.Writer, s Styles, o *actions.ParkedOutcome) error {
 	for _, k := range o.OutOfOrder {
 		fmt.Fprintf(w, "%s key %s (parked %s): %s\n", s.Warn.Render("out of order:"), planner.Printable(k.Key, 128), seqList(k.Parked), planner.Printable(k.Why, 512))
 	}
+	for _, q := range o.Quarantines {
+		line := fmt.Sprintf("quarantined key %s (lane %s, since seq %d): %d message(s) replayed in %d round(s): %s", planner.Printable(q.Key, 128), planner.Printable(q.Lane, 128), q.Since, q.Replayed, q.Rounds, planner.Printable(q.Result, 64))
+		if q.Detail != "" {
+			line += "; " + planner.Printable(q.Detail, 512)
+		}
+		if len(q.OutOfOrder) > 0 {
+			line += "; parked as it was lifted: " + seqList(q.OutOfOrder)
+		}
+		fmt.Fprintln(w, line)
+	}
 	verb := "done"
 	if o.DryRun {
 		verb = "would be done (dry run: nothing was changed)"
