@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -721,7 +722,11 @@ func (k *keyed) tick() error {
 	if !k.synced && !k.draining && info.group != "" && k.pin == "" && now.After(k.unpinAt) {
 		k.unpins++
 		k.unpinAt = now.Add(pinPatience(k.unpins))
-		w.log.Info("no delivery under a pin while out of sync: unpinned again", "lane", l.name, "times", k.unpins)
+		level := slog.LevelDebug
+		if k.unpins == 1 {
+			level = slog.LevelInfo // once a session: the later ones wait, as often, for messages out elsewhere
+		}
+		w.log.Log(context.Background(), level, "no delivery under a pin while out of sync: unpinned again", "lane", l.name, "times", k.unpins)
 		w.unpin(l.name, info.group)
 	}
 	if !k.draining && !k.retryAt.IsZero() && !now.Before(k.retryAt) {
