@@ -401,6 +401,30 @@ func pinPatience(n int) time.Duration {
 	return min(time.Second<<min(n, 3), 8*time.Second)
 }
 
+// idlePinChecks is how often a session in sync that had no delivery yet
+// checks that no one else holds the lane's pin (at 1, 3, 7 and 15 s): a
+// request left behind can only take it before this session's request is
+// at the server, so the first seconds tell.
+const idlePinChecks = 4
+
+// pinTakenElsewhere: the server says a client holds the lane's pin while
+// this session, which unpinned it at its start, got no delivery.
+func (k *keyed) pinTakenElsewhere() bool {
+	l := k.l
+	ctx, cancel := context.WithTimeout(context.Background(), l.w.cfg.Timeout)
+	defer cancel()
+	ci, err := l.w.api.ConsumerInfo(ctx, l.w.cfg.Stream, l.name)
+	if err != nil {
+		return false
+	}
+	for _, g := range ci.PriorityGroups {
+		if g.PinnedClientID != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // deliver takes in one delivery: a new message joins its key's queue, a
 // redelivery replaces the delivery held for it.
 func (k *keyed) deliver(m *nats.Msg) {
@@ -719,15 +743,21 @@ func (k *keyed) tick() error {
 		w.log.Error("the lane's inbox dropped messages (a slow consumer): beginning the session again", "lane", l.name, "dropped", n)
 		return fmt.Errorf("%w: the inbox dropped %d messages", errRestart, n)
 	}
-	if !k.synced && !k.draining && info.group != "" && k.pin == "" && now.After(k.unpinAt) {
+	if !k.draining && info.group != "" && k.pin == "" && now.After(k.unpinAt) && (!k.synced || k.unpins < idlePinChecks) {
 		k.unpins++
 		k.unpinAt = now.Add(pinPatience(k.unpins))
-		level := slog.LevelDebug
-		if k.unpins == 1 {
-			level = slog.LevelInfo // once a session: the later ones wait, as often, for messages out elsewhere
+		// Out of sync, messages are out and none came: unpin. In sync
+		// (an idle lane, as far as the session knows), only if another
+		// holds the pin: a request left behind took it before this
+		// session's request reached the server (see pinPatience).
+		if !k.synced || k.pinTakenElsewhere() {
+			level := slog.LevelDebug
+			if k.unpins == 1 {
+				level = slog.LevelInfo // once a session: the later ones wait, as often, for messages out elsewhere
+			}
+			w.log.Log(context.Background(), level, "no delivery under a pin: unpinned again", "lane", l.name, "times", k.unpins, "in_sync", k.synced)
+			w.unpin(l.name, info.group)
 		}
-		w.log.Log(context.Background(), level, "no delivery under a pin while out of sync: unpinned again", "lane", l.name, "times", k.unpins)
-		w.unpin(l.name, info.group)
 	}
 	if !k.draining && !k.retryAt.IsZero() && !now.Before(k.retryAt) {
 		k.retryAt = time.Time{}
