@@ -18,9 +18,10 @@ import (
 // anyone still listens for it. A request whose inbox is gone then takes
 // the pin with it, and every live request without the id waits, skipped,
 // until the pinned TTL ends (2 minutes by default) or the lane is unpinned
-// again. A request sent before the unpin is not skipped: the server walks
-// past the gone request and pins the live one. This is why a lane asks
-// before it unpins (see unpinAfterAsking).
+// again. Unpinned while a live request waits, the server walks past the
+// gone request and pins the live one: this is why a key-parallel session
+// with no delivery unpins again (work/keyed.go, pinPatience and
+// idlePinChecks).
 func TestServerPinsAGoneRequest(t *testing.T) {
 	s := natstest.Start(t)
 	nc, js := natstest.Connect(t, s.URL())
@@ -115,7 +116,7 @@ func TestServerPinsAGoneRequest(t *testing.T) {
 		t.Fatal("no new pin after the unpin")
 	}
 	if ci := info(); ci.Delivered.Consumer != 2 {
-		t.Fatalf("delivered %d after the unpin, want 2: the server no longer pins a gone request; unpinAfterAsking may go", ci.Delivered.Consumer)
+		t.Fatalf("delivered %d after the unpin, want 2: the server no longer pins a gone request; the unpins again of work/keyed.go (pinPatience, idlePinChecks) may go", ci.Delivered.Consumer)
 	}
 	gone2, _ := nc.SubscribeSync(nc.NewInbox())
 	pull(gone2.Subject) // another gone request, ahead of the live one
