@@ -221,7 +221,8 @@ func (e *rewindEnv) publish(t *testing.T, keys []string, perKey int) {
 	e.waitIdle(t)
 }
 
-// waitIdle waits until the worker ran every message published.
+// waitIdle waits until the worker ran every message published and the
+// server has every ack (a handler returns before its ack is applied).
 func (e *rewindEnv) waitIdle(t *testing.T) {
 	t.Helper()
 	testutil.WaitFor(t, "every message run", 2*time.Minute, func() bool {
@@ -229,6 +230,18 @@ func (e *rewindEnv) waitIdle(t *testing.T) {
 		n := len(e.rec.keyOf)
 		e.rec.mu.Unlock()
 		return n == e.total
+	})
+	testutil.WaitFor(t, "every message acked", time.Minute, func() bool {
+		for _, c := range e.plan.Consumers {
+			ci, err := e.js.Consumer(context.Background(), e.plan.Stream.Name, c.Durable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := ci.CachedInfo(); i.NumAckPending > 0 || i.NumPending > 0 {
+				return false
+			}
+		}
+		return true
 	})
 }
 
