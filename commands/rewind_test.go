@@ -129,6 +129,20 @@ func rewindSetup(t *testing.T) (url string, js jetstream.JetStream, p *planner.P
 	}
 	natstest.Publish(t, js, subjects...)
 	testutil.WaitFor(t, "every message run once", time.Minute, func() bool { return rec.runs() == len(subjects) })
+	// A handler returns before its ack is applied: positions are read
+	// once the server has every ack.
+	testutil.WaitFor(t, "every message acked", time.Minute, func() bool {
+		for _, c := range p.Consumers {
+			cons, err := js.Consumer(context.Background(), p.Stream.Name, c.Durable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := cons.CachedInfo(); i.NumAckPending > 0 || i.NumPending > 0 {
+				return false
+			}
+		}
+		return true
+	})
 	return url, js, p, rec, []string{"--server", url, "--stream", p.Stream.Name, "--design", p.Design.Name}
 }
 
