@@ -163,7 +163,7 @@ func AcquireLock(ctx context.Context, conn *connect.Conn, stream string, owner L
 		owner.Since = time.Now()
 	}
 	value, _ := json.Marshal(owner)
-	l := &Lock{conn: conn, kv: kv, stream: stream, key: lockKey(stream), owner: owner, ttl: ttl, onLost: o.OnLost,
+	l := &Lock{conn: conn, kv: kv, stream: stream, key: LockKey(stream), owner: owner, ttl: ttl, onLost: o.OnLost,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	start := time.Now()
 	for {
@@ -361,9 +361,9 @@ func lockError(ctx context.Context, conn *connect.Conn, err error) error {
 
 var validKey = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
 
-// lockKey is the KV key of a stream's lock. Stream names cannot contain
+// LockKey is the KV key of a stream's lock. Stream names cannot contain
 // '.', so the two forms never collide.
-func lockKey(stream string) string {
+func LockKey(stream string) string {
 	if validKey.MatchString(stream) {
 		return "stream." + stream
 	}

@@ -25,7 +25,7 @@ import (
 // a request, answered once the ack is applied). (nats.go's Messages
 // iterator stalled here now and then until its request expired, at 16
 // lanes: a baseline must not.)
-func drainRaw(b *testing.B, url string, p *planner.Plan, perLane int, double bool) float64 {
+func drainRaw(b *testing.B, url string, p *planner.Plan, perLane int, double, standing bool) float64 {
 	nc, _ := natstest.Connect(b, url)
 	defer nc.Close()
 	var sp worktest.Span
@@ -42,11 +42,16 @@ func drainRaw(b *testing.B, url string, p *planner.Plan, perLane int, double boo
 		go func() {
 			defer wg.Done()
 			next := "$JS.API.CONSUMER.MSG.NEXT." + p.Stream.Name + "." + l.Name
-			req := []byte(`{"batch":1,"expires":5000000000}`)
+			req, batch := []byte(`{"batch":1,"expires":5000000000}`), 1
+			if standing {
+				req, batch = []byte(`{"batch":500,"expires":30000000000}`), 500
+			}
 			for done := 0; done < perLane; {
-				if err := nc.PublishRequest(next, inbox, req); err != nil {
-					b.Error(err)
-					return
+				if done%batch == 0 {
+					if err := nc.PublishRequest(next, inbox, req); err != nil {
+						b.Error(err)
+						return
+					}
 				}
 				m := <-ch
 				if m.Header.Get("Status") != "" {
@@ -117,14 +122,16 @@ func BenchmarkDrain(b *testing.B) {
 			var ack, dbl, con, wk []float64
 			i := 0
 			for b.Loop() {
-				for _, kind := range []string{"ack", "double", "consume", "work"} {
+				for _, kind := range []string{"ack", "next", "consume", "work"} {
 					i++
 					p := worktest.Backlog(b, js, fmt.Sprintf("drain%d", i), tc.lanes, tc.perLane)
 					switch kind {
 					case "ack":
-						ack = append(ack, drainRaw(b, s.URL(), p, tc.perLane, false))
+						ack = append(ack, drainRaw(b, s.URL(), p, tc.perLane, false, false))
 					case "double":
-						dbl = append(dbl, drainRaw(b, s.URL(), p, tc.perLane, true))
+						dbl = append(dbl, drainRaw(b, s.URL(), p, tc.perLane, true, false))
+					case "next":
+						dbl = append(dbl, drainRaw(b, s.URL(), p, tc.perLane, false, true))
 					case "consume":
 						con = append(con, drainConsume(b, js, p, tc.perLane))
 					case "work":

@@ -188,13 +188,14 @@ func (l *lane) keyedSession() (bool, error) {
 	}
 	l.recordWindow(k.window(), true) // a successor knows the lane was served so
 	window := max(info.maxAckPending, 1)
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, window)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.pullPace, window)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true, nil
 	}
 	k.p, k.wpiPrefix, k.ackPrefix = p, p.ackPrefix+"w", p.ackPrefix+"s"
-	tick := time.NewTicker(k.every())
+	every := k.every()
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	k.syncT = time.NewTimer(0) // the first check at once
 	defer k.syncT.Stop()
@@ -213,6 +214,10 @@ func (l *lane) keyedSession() (bool, error) {
 		}
 		if k.draining && k.idle() {
 			return end(true, nil)
+		}
+		if d := k.every(); d != every {
+			every = d
+			tick.Reset(d)
 		}
 		if k.synced && len(k.bySeq) == 0 && l.info.Load().keys == 1 {
 			l.switchedNow = true // nothing out: serve it serially from here
@@ -277,10 +282,18 @@ func (l *lane) deliveredNow() (uint64, bool) {
 }
 
 // every is how often the session looks after what it holds: in-progress
-// acks, unanswered acks, the sync, the window record.
+// acks, unanswered acks, the sync, the window record. A session at rest
+// (in sync, nothing held, its pin checks done) only looks after its pull
+// request, as often as the request's heartbeat.
 func (k *keyed) every() time.Duration {
 	info := k.l.info.Load()
-	return min(max(info.deadline(1)/10, 20*time.Millisecond), time.Second)
+	busy := min(max(info.deadline(1)/10, 20*time.Millisecond), time.Second)
+	atRest := k.synced && !k.draining && len(k.bySeq) == 0 && len(k.acks) == 0 && k.retryAt.IsZero() &&
+		(info.group == "" || k.pin != "" || k.unpins >= idlePinChecks)
+	if atRest {
+		return max(busy, k.p.checkEvery())
+	}
+	return busy
 }
 
 func (k *keyed) idle() bool {

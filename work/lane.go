@@ -299,17 +299,24 @@ func (l *lane) serve() bool {
 		// instance's pin, and the server refuses any other client's.
 		w.unpin(l.name, info.group)
 	}
-	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.cfg.PullExpiry, 1)
+	p, err := newPuller(w.nc, w.apiPrefix, w.cfg.Stream, l.name, info.group, w.pullPace, 1)
 	if err != nil {
 		w.log.Error("cannot subscribe for lane", "lane", l.name, "error", err)
 		return true
 	}
-	watchdog := time.NewTicker(p.heartbeat)
-	defer watchdog.Stop()
-	pinCheck := newPinCheck(info.group != "")
-	defer pinCheck.stop()
+	p.standing, p.busyFor = standingBatch, busyFor(info)
 	l.ask(p)
+	every := p.checkEvery()
+	watchdog := time.NewTicker(every)
+	defer watchdog.Stop()
+	expiry, _ := w.pullPace()
+	pinCheck := newPinCheck(info.group != "", expiry+5*time.Second)
+	defer pinCheck.stop()
 	for {
+		if d := p.checkEvery(); d != every {
+			every = d
+			watchdog.Reset(d)
+		}
 		if e, ok := p.next(); ok {
 			if !l.on(p, e) {
 				return l.standing() != membership.Lapsed
@@ -348,6 +355,13 @@ func (l *lane) serve() bool {
 			// waiting when a paused consumer is resumed through the API; a
 			// new request does. A reconnect or a new consumer leader loses
 			// them: ask at once, rather than after three missed heartbeats.
+			// The last ack, sent without waiting for its answer, may have
+			// been lost with them: it goes again (a repeated ack does
+			// nothing), while the lane is surely still this instance's.
+			if p.lastAck != nil && l.standing() == membership.Held && w.nc.IsConnected() {
+				_ = p.lastAck.Respond([]byte("+ACK"))
+				p.lastAck = nil
+			}
 			l.ask(p)
 		case <-pinCheck.c():
 			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == membership.Held {
@@ -407,6 +421,9 @@ func (l *lane) on(p *puller, e event) bool {
 		}
 		return l.process(p, e.m)
 	case evEnded:
+		if p.busy && p.left == p.standing {
+			p.busy = false // a standing request that brought nothing: the lane is idle
+		}
 		l.ask(p)
 	case evAckAnswer: // late: its ack was given up on
 	case evPinLost:
@@ -594,6 +611,7 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 		return true
 	}
 	msg := l.message(m, meta)
+	p.busy = true // messages are coming: a standing request from now on (see puller)
 	if l.skipDelivery(p, m, msg) {
 		l.recordProgress()
 		return p.sub != nil // skipped, not run
@@ -698,7 +716,17 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 	m := f.m
 	attrs := []any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "attempt", msg.Attempt}
 	if herr == nil {
-		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
+		if l.quickAck(p, info) {
+			// No leader change can lose an applied ack here: the next
+			// delivery is proof enough that it was applied (max ack
+			// pending 1), and nothing waits for an answer.
+			if err := m.Respond([]byte("+ACK")); err != nil {
+				l.stats.unconfirmed.Add(1)
+				w.log.Error("ack not sent: the message will be redelivered", append(attrs, "error", err)...)
+				return false
+			}
+			p.lastAck = m
+		} else if err := l.confirm(p, m, []byte("+ACK")); err != nil {
 			l.stats.unconfirmed.Add(1)
 			w.log.Error("ack not confirmed: the message will be redelivered", append(attrs, "error", err)...)
 			return false
@@ -799,6 +827,15 @@ func (l *lane) nak(f *inflight, info *laneInfo, attempt int, want time.Duration)
 	return effective
 }
 
+// quickAck: the ack of a processed message may go without waiting for the
+// server's answer. The answer is what keeps order across a leader change
+// (a new leader that never got the ack redelivers the message after its
+// successor ran), so a replicated lane waits for it; so does a lane being
+// handed over (its next owner starts after the answer) or given up.
+func (l *lane) quickAck(p *puller, info *laneInfo) bool {
+	return !info.replicated && p.sub != nil && !l.releasing() && l.w.abort.Err() == nil && l.standing() == membership.Held
+}
+
 // confirm sends an ack (or term) and waits for the server's answer, which
 // comes once the ack is applied (replicated, on a clustered lane).
 func (l *lane) confirm(p *puller, m *nats.Msg, body []byte) error {
@@ -821,19 +858,23 @@ func (l *lane) confirm(p *puller, m *nats.Msg, body []byte) error {
 
 // pinCheck unpins a pinned lane that this instance serves but holds no
 // pin for, 2s after it took the lane, then at growing intervals up to 30s,
-// until a message comes. nats-server (2.11-2.15) can give a new pin to a
-// waiting request whose client is gone (an instance killed or handing the
-// lane over, whose request had no pin id yet): the request is then
-// dropped, the pin stays with nobody, and every other request waits for
-// the pinned TTL (2 minutes by default). Unpinning when nobody should
-// hold the pin is harmless: the lane's one message out is unaffected.
+// until a message comes or a request left behind can no longer be
+// waiting (the window: the longest an idle request waits, and 5 s more).
+// nats-server (2.11-2.15) can give a new pin to a waiting request whose
+// client is gone (an instance killed or handing the lane over, whose
+// request had no pin id yet): the request is then dropped, the pin stays
+// with nobody, and every other request waits for the pinned TTL (2
+// minutes by default). Unpinning when nobody should hold the pin is
+// harmless: the lane's one message out is unaffected. Bounded by the
+// window, so that idle pinned lanes cost the server nothing after it.
 type pinCheck struct {
 	t     *time.Timer
 	every time.Duration
+	until time.Time
 }
 
-func newPinCheck(pinned bool) *pinCheck {
-	pc := &pinCheck{every: 2 * time.Second}
+func newPinCheck(pinned bool, window time.Duration) *pinCheck {
+	pc := &pinCheck{every: 2 * time.Second, until: time.Now().Add(window)}
 	if pinned {
 		pc.t = time.NewTimer(pc.every)
 	}
@@ -847,14 +888,17 @@ func (pc *pinCheck) c() <-chan time.Time {
 	return pc.t.C
 }
 
-// next re-arms the check while the lane still has no pin.
+// next re-arms the check while the lane still has no pin and the window
+// is open; the last check comes at its end.
 func (pc *pinCheck) next(pinless bool) {
-	if !pinless {
-		pc.every = 2 * time.Second
-	} else {
-		pc.every = min(2*pc.every, 30*time.Second)
+	left := time.Until(pc.until)
+	if !pinless || left <= 0 {
+		pc.stop()
+		pc.t = nil
+		return
 	}
-	pc.t.Reset(pc.every)
+	pc.every = min(2*pc.every, 30*time.Second)
+	pc.t.Reset(min(pc.every, left))
 }
 
 func (pc *pinCheck) stop() {

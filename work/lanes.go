@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lanes-dev/lanes/converge"
 	"github.com/lanes-dev/lanes/jsapi"
 	"github.com/lanes-dev/lanes/planner"
 )
@@ -30,7 +31,10 @@ type laneInfo struct {
 	keys   int
 	group  string // the priority group of a pinned lane, else ""
 	paused bool
-	layout *planner.Layout // reads keys from stored subjects; nil when the metadata has no mapping
+	// replicated: the lane's consumer has replicas, so a leader change can
+	// lose an ack it applied; its acks wait for the server's answer.
+	replicated bool
+	layout     *planner.Layout // reads keys from stored subjects; nil when the metadata has no mapping
 
 	// backlog is the lane's pending plus ack pending at the listing: the
 	// autoscaling figure counts the lanes with one (metrics.go).
@@ -64,38 +68,51 @@ func (l *laneInfo) nakDelay(attempt int, want time.Duration) (send, effective ti
 	return planner.NakDelay(l.ackWait, l.backoff, attempt, want), want
 }
 
-// listLanes returns the lanes of design on stream, the consumers tagged
-// for the design that the runtime refuses to serve (with why), the
-// consumers the server could not report (cluster: leader not answering),
-// and the lanes of other designs on the stream, counted per design.
-func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout, pins bool) (map[string]*laneInfo, map[string]string, []string, map[string]int, error) {
+// lanesListing is what a listing of the stream's consumers says of a
+// design: its lanes; the consumers tagged for it that the runtime refuses
+// to serve (with why); the consumers the server could not report
+// (cluster: leader not answering); the lanes of other designs on the
+// stream, counted per design; and every consumer of the stream, counted
+// (what the cheap check between listings compares: see checkLanes).
+type lanesListing struct {
+	found     map[string]*laneInfo
+	refused   map[string]string
+	missing   []string
+	others    map[string]int
+	consumers int
+}
+
+// listLanes lists design's lanes on stream (see lanesListing).
+func listLanes(ctx context.Context, api *jsapi.Client, stream, design string, layouts map[string]*planner.Layout, pins bool, streamReplicas int) (*lanesListing, error) {
 	listing, err := api.List(ctx, stream)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
-	lanes := map[string]*laneInfo{}
-	refused := map[string]string{}
-	others := map[string]int{}
+	ll := &lanesListing{found: map[string]*laneInfo{}, refused: map[string]string{}, others: map[string]int{},
+		consumers: len(listing.Consumers) + len(listing.Missing) + len(listing.Offline)}
 	for _, ci := range listing.Consumers {
 		tag, ok := planner.TagOf(ci.Config.Metadata)
 		if ok && tag.Design != design {
-			others[tag.Design]++
+			ll.others[tag.Design]++
 		}
 		if !ok || tag.Design != design {
 			continue
 		}
 		info, why := laneFromInfo(ci, tag, layouts, pins)
 		if why != "" {
-			refused[ci.Name] = why
+			ll.refused[ci.Name] = why
 			continue
 		}
-		lanes[ci.Name] = info
+		if ci.Config.Replicas == 0 && streamReplicas > 1 {
+			info.replicated = true
+		}
+		ll.found[ci.Name] = info
 	}
-	missing := append([]string(nil), listing.Missing...)
+	ll.missing = append([]string(nil), listing.Missing...)
 	for name := range listing.Offline {
-		missing = append(missing, name)
+		ll.missing = append(ll.missing, name)
 	}
-	return lanes, refused, missing, others, nil
+	return ll, nil
 }
 
 // noLanesRepeat is how often the warning that a design has no lanes is
@@ -163,6 +180,9 @@ func laneFromInfo(ci *jetstream.ConsumerInfo, tag planner.Tag, layouts map[strin
 		keys:          keys,
 		paused:        ci.Paused,
 		backlog:       ci.NumPending + uint64(max(ci.NumAckPending, 0)),
+		// Replicas 0 follows the stream's: replicated when the server
+		// names replicas, or (listLanes) when the stream has them.
+		replicated: cfg.Replicas > 1 || cfg.Replicas == 0 && ci.Cluster != nil && len(ci.Cluster.Replicas) > 0,
 	}
 	if info.ackWait <= 0 {
 		info.ackWait = 30 * time.Second
@@ -208,4 +228,59 @@ func serverAtLeast(version string, major, minor int) bool {
 		return false
 	}
 	return ma > major || ma == major && mi >= minor
+}
+
+// followApplies watches apply's lock of the stream (converge.LockKey in
+// the converge.LockBucket bucket) and lists the lanes again when it
+// changes: apply takes it before it changes lanes and releases it after,
+// and a lane's changed settings (its ack wait, its keys in flight) come
+// with no advisory. Started by a full listing, until it works (the bucket
+// exists once something was applied with the lock); apply --lock=false
+// changes are seen at the next full listing.
+func (w *Worker) followApplies() {
+	w.mu.Lock()
+	following := w.applies != nil
+	w.mu.Unlock()
+	if following {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+	defer cancel()
+	kv, err := w.js.KeyValue(ctx, converge.LockBucket)
+	if err != nil {
+		return
+	}
+	watcher, err := kv.Watch(context.Background(), converge.LockKey(w.cfg.Stream), jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	if w.applies != nil || w.abort.Err() != nil {
+		w.mu.Unlock()
+		_ = watcher.Stop()
+		return
+	}
+	w.applies = watcher
+	w.mu.Unlock()
+	go func() {
+		for range watcher.Updates() {
+			w.relistSoon()
+		}
+		w.mu.Lock()
+		if w.applies == watcher {
+			w.applies = nil // ended (the bucket deleted, say): started again by the next listing
+		}
+		w.mu.Unlock()
+	}()
+}
+
+// stopFollowingApplies ends followApplies' watch.
+func (w *Worker) stopFollowingApplies() {
+	w.mu.Lock()
+	watcher := w.applies
+	w.applies = nil
+	w.mu.Unlock()
+	if watcher != nil {
+		_ = watcher.Stop()
+	}
 }

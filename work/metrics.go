@@ -168,10 +168,16 @@ func (c *workCollector) Collect(ch chan<- prometheus.Metric) {
 // (a backlog, not paused) as the last listing of the lanes saw them: every
 // instance reports the whole design, not its own lanes, so any one of
 // them (or the max over them) is the figure. listed is false before the
-// first listing.
+// first listing. A listing older than Relist is followed by a new one, so
+// the figure is at most a scrape behind; listings are otherwise rare on a
+// large stream (see checkLanes), and an instance nobody scrapes pays for
+// none.
 func (w *Worker) busyLanes() (lanes, busy int, listed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.joined && time.Since(w.listedAt) > w.cfg.Relist {
+		w.relistSoon()
+	}
 	for _, l := range w.lanes {
 		if l.backlog > 0 && !l.paused {
 			busy++

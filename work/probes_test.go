@@ -109,8 +109,10 @@ func TestProbeServerDownAndBack(t *testing.T) {
 	a := startWorker(t, s.URL(), probeCfg(p.Stream.Name, p.Design.Name, "a"), h)
 	b := startWorker(t, s.URL(), probeCfg(p.Stream.Name, p.Design.Name, "b"), h)
 	alwaysHealthy(t, a, b)
+	// Settled is the assignment; readiness counts a lane once it is taken
+	// (after its hand-over), a moment later.
 	testutil.WaitFor(t, "one serving the lane, both ready", 30*time.Second, func() bool {
-		return settled(p, 0, 1, a, b) && a.w.Ready() == nil && b.w.Ready() == nil
+		return settled(p, 0, 1, a, b) && a.w.Ready() == nil && b.w.Ready() == nil && a.w.Stats().Serving+b.w.Stats().Serving == 1
 	})
 	answers := map[string]bool{}
 	for _, x := range []*started{a, b} {

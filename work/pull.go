@@ -10,39 +10,60 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// puller keeps one pull request (batch 1) waiting at the server for a
-// lane, and receives the answers to the lane's acks, on the lane's own
-// inbox: <inbox>.p for deliveries and pull statuses, <inbox>.a<n> for the
-// answer to the lane's n-th confirmed ack. It is driven by the lane's
-// goroutine only.
+// puller keeps a pull request waiting at the server for a lane, and
+// receives the answers to the lane's acks, on the lane's own inbox:
+// <inbox>.p for deliveries and pull statuses, <inbox>.a<n> for the answer
+// to the lane's n-th confirmed ack. It is driven by the lane's goroutine
+// only.
 //
-// The request for the next message goes out with the ack of the current
-// one (one write): the server cannot deliver the next message before it
-// applied the ack (max ack pending is 1), and delivers it right after, so
-// the ack's answer and the next message arrive together and a message
-// costs one round trip. The next message is read only after the ack's
-// answer.
+// An idle lane's request asks for one message (a serial lane) or a window
+// (a key-parallel one), and waits long, with heartbeats, both paced by the
+// number of lanes the instance serves (see pace). A serial lane that is
+// draining keeps a standing request instead (busy): many messages, a
+// short expiry, no heartbeat, so that a message costs the server its ack
+// only. Max ack pending 1 still holds the next message back until the ack
+// is applied.
 type puller struct {
 	nc        *nats.Conn
 	subject   string // <api>CONSUMER.MSG.NEXT.<stream>.<lane>
 	inbox     string
-	pullReply string // <inbox>.p
-	ackPrefix string // <inbox>.a
-	group     string // priority group of a pinned lane
-	batch     int    // messages a request asks for: 1 on a serial lane
-	expiry    time.Duration
-	heartbeat time.Duration
-	sub       *nats.Subscription
-	ch        chan *nats.Msg
-	acks      uint64      // confirmed acks asked so far
-	timer     *time.Timer // reused for ack answers
+	pullReply string                                   // <inbox>.p
+	ackPrefix string                                   // <inbox>.a
+	expiry    time.Duration                            // of the last request
+	group     string                                   // priority group of a pinned lane
+	batch     int                                      // messages an idle request asks for: 1 on a serial lane
+	pace      func() (expiry, heartbeat time.Duration) // an idle request's, now
+	// standing is what a busy serial lane's request asks for (0: the lane
+	// keeps no standing request), for busyFor.
+	standing int
+	busyFor  time.Duration
+	busy     bool // the lane is draining: ask with a standing request
+	sub      *nats.Subscription
+	ch       chan *nats.Msg
+	acks     uint64      // confirmed acks asked so far
+	timer    *time.Timer // reused for ack answers
 
-	pinID       string    // the pin this instance holds, sent with each request
-	outstanding bool      // a request is believed to wait at the server
-	left        int       // messages it may still bring
-	expires     time.Time // when it ends
-	lastHeard   time.Time // last message or heartbeat on the inbox
-	queued      []event   // read while waiting for an ack, not yet acted on
+	pinID       string        // the pin this instance holds, sent with each request
+	outstanding bool          // a request is believed to wait at the server
+	left        int           // messages it may still bring
+	expires     time.Time     // when it ends
+	heartbeat   time.Duration // of the last request; 0: none
+	lastHeard   time.Time     // last message or heartbeat on the inbox
+	queued      []event       // read while waiting for an ack, not yet acted on
+	lastAck     *nats.Msg     // the last message acked without an answer (sent again after a reconnect)
+}
+
+// standingBatch is how many messages a busy serial lane's standing
+// request asks for: max ack pending 1 still lets only one out at a time.
+const standingBatch = 512
+
+// busyFor is how long a busy serial lane's standing request waits: under
+// half the lane's ack deadline, so that a holder frozen with its request
+// waiting (a SIGSTOP, a long pause) takes at most one message in with it,
+// which comes back after the ack deadline, as with a request for one
+// message. 0.5 to 10 s.
+func busyFor(info *laneInfo) time.Duration {
+	return min(max(info.deadline(1)/2, 500*time.Millisecond), 10*time.Second)
 }
 
 // pullEvent is what a message on the inbox means.
@@ -64,7 +85,7 @@ const (
 // the inbox holds four times that (deliveries, and the answers to their
 // acks and in-progress acks), so that nats.go never drops one as a slow
 // consumer's.
-func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time.Duration, batch int) (*puller, error) {
+func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, pace func() (time.Duration, time.Duration), batch int) (*puller, error) {
 	inbox := nc.NewInbox()
 	p := &puller{
 		nc:        nc,
@@ -74,8 +95,7 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time
 		ackPrefix: inbox + ".a",
 		group:     group,
 		batch:     batch,
-		expiry:    expiry,
-		heartbeat: min(max(expiry/6, time.Second), 5*time.Second),
+		pace:      pace,
 		ch:        make(chan *nats.Msg, 64+4*batch),
 		timer:     time.NewTimer(time.Hour),
 	}
@@ -88,15 +108,23 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, expiry time
 	return p, nil
 }
 
-// request sends a new pull request.
+// request sends a new pull request: a standing one while the lane is
+// busy, else an idle one.
 func (p *puller) request() error {
+	batch, expiry, heartbeat := p.standing, p.busyFor, time.Duration(0)
+	if !p.busy || p.standing == 0 {
+		batch = p.batch
+		expiry, heartbeat = p.pace()
+	}
 	var b strings.Builder
 	b.WriteString(`{"batch":`)
-	b.WriteString(strconv.Itoa(p.batch))
+	b.WriteString(strconv.Itoa(batch))
 	b.WriteString(`,"expires":`)
-	b.WriteString(strconv.FormatInt(int64(p.expiry), 10))
-	b.WriteString(`,"idle_heartbeat":`)
-	b.WriteString(strconv.FormatInt(int64(p.heartbeat), 10))
+	b.WriteString(strconv.FormatInt(int64(expiry), 10))
+	if heartbeat > 0 {
+		b.WriteString(`,"idle_heartbeat":`)
+		b.WriteString(strconv.FormatInt(int64(heartbeat), 10))
+	}
 	if p.group != "" {
 		b.WriteString(`,"group":`)
 		b.WriteString(strconv.Quote(p.group))
@@ -107,19 +135,52 @@ func (p *puller) request() error {
 	}
 	b.WriteByte('}')
 	now := time.Now()
-	p.outstanding, p.left, p.expires, p.lastHeard = true, p.batch, now.Add(p.expiry), now
+	p.outstanding, p.left, p.expires, p.lastHeard, p.heartbeat = true, batch, now.Add(expiry), now, heartbeat
+	p.expiry = expiry
 	return p.nc.PublishRequest(p.subject, p.pullReply, []byte(b.String()))
 }
 
 // ensure sends a request unless a live one waits: none is out, it ends
-// within a second, or the server has been silent for three heartbeats (a
-// request lost to a reconnect or a leader change).
+// within a second (a quarter of a short one), or the server has been
+// silent for three heartbeats (a request lost to a reconnect or a leader
+// change).
 func (p *puller) ensure() error {
 	now := time.Now()
-	if p.outstanding && p.expires.Sub(now) > time.Second && now.Sub(p.lastHeard) < 3*p.heartbeat {
+	if p.outstanding && p.expires.Sub(now) > min(time.Second, p.expiry/4) && (p.heartbeat == 0 || now.Sub(p.lastHeard) < 3*p.heartbeat) {
 		return nil
 	}
 	return p.request()
+}
+
+// checkEvery is how often the lane should look whether its request is
+// still alive (ensure): every heartbeat, or a standing request's expiry.
+func (p *puller) checkEvery() time.Duration {
+	if p.heartbeat > 0 {
+		return p.heartbeat
+	}
+	return max(p.expiry, 100*time.Millisecond)
+}
+
+// heartbeatBudget is how many heartbeats a second an instance asks of the
+// server for its idle lanes, at most, once it serves more lanes than five
+// seconds' worth of it: beyond that the heartbeats (and the expiry, five
+// of them) grow with the lane count instead. At 16,384 lanes a heartbeat
+// every 64 s, a request every 5 min 20 s per lane: about 300 server
+// wake-ups a second, against about 3,800 with 5 s and 30 s.
+const heartbeatBudget = 256
+
+// pace is the expiry and heartbeat of an idle lane's request, for an
+// instance serving lanes lanes with a configured expiry: a heartbeat a
+// sixth of the expiry, 1 to 5 s, then stretched to the budget. A request
+// lost without a reconnect or leader change to say so (those make every
+// lane ask again at once) is noticed after three heartbeats.
+func pace(expiry time.Duration, lanes int) (time.Duration, time.Duration) {
+	hb := min(max(expiry/6, time.Second), 5*time.Second)
+	if stretched := time.Duration(lanes) * time.Second / heartbeatBudget; stretched > hb {
+		hb = stretched.Round(time.Second)
+		expiry = max(expiry, 5*hb)
+	}
+	return expiry, hb
 }
 
 // note reads one inbox message and updates the request state.
@@ -143,6 +204,11 @@ func (p *puller) note(m *nats.Msg) pullEvent {
 	case "100":
 		return evHeartbeat
 	case "404", "408":
+		if p.outstanding && time.Until(p.expires) > min(time.Second, p.expiry/4) {
+			// An older request's end (ensure asked again as it was
+			// ending): the newer one still waits.
+			return evHeartbeat
+		}
 		p.outstanding = false
 		return evEnded
 	case "423":

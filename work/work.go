@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,7 +97,13 @@ type Worker struct {
 	layouts      map[string]*planner.Layout
 	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
 	joined       bool
-	released     int // lanes handed over so far
+	serving      atomic.Int64 // lanes running here (len(running)), read by pullPace
+	// The last full listing: when, and how many consumers the stream had
+	// (see checkLanes).
+	listedAt        time.Time
+	listedConsumers int
+	applies         jetstream.KeyWatcher // apply's lock of the stream, watched (followApplies)
+	released        int                  // lanes handed over so far
 
 	// What the worker tells about itself, also guarded by mu.
 	outageSince   time.Time // when the handler outage that lanes wait on began; zero: none (outage.go)
@@ -206,6 +213,7 @@ func (w *Worker) run(ctx context.Context) error {
 	w.setKV(kv)
 	defer w.watchSkips()()       // before any lane is taken: a lane knows a pending skip before its first message
 	defer w.watchQuarantines()() // likewise: no message of a quarantined key runs
+	defer w.stopFollowingApplies()
 	if err := w.listLanes(ctx); err != nil {
 		return err
 	}
@@ -321,7 +329,7 @@ func (w *Worker) run(ctx context.Context) error {
 		case <-relistTicker.C:
 			if !listing {
 				listing = true
-				go func() { listed <- w.listLanes(ctx) }()
+				go func() { listed <- w.checkLanes(ctx) }()
 			}
 		case <-w.relist:
 			if !debouncing {
@@ -437,18 +445,21 @@ func (w *Worker) applyMember(ev membership.MemberEvent) {
 // listLanes reads the design's lanes; lanes the server could not report
 // (a cluster leader not answering) keep their last known settings.
 func (w *Worker) listLanes(ctx context.Context) error {
-	found, refused, missing, others, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts, serverAtLeast(w.nc.ConnectedServerVersion(), 2, 11))
+	ll, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts, serverAtLeast(w.nc.ConnectedServerVersion(), 2, 11), w.replicas)
 	if jsapi.IsStreamNotFound(err) {
-		found, refused, err = map[string]*laneInfo{}, map[string]string{}, nil
+		ll, err = &lanesListing{found: map[string]*laneInfo{}, refused: map[string]string{}}, nil
 		w.log.Warn("stream not found: no lanes to serve", "stream", w.cfg.Stream)
 	}
 	if err != nil {
 		return err
 	}
+	w.followApplies()
+	found, refused := ll.found, ll.refused
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.warnNoLanes(found, refused, others)
-	for _, name := range missing {
+	w.listedAt, w.listedConsumers = time.Now(), ll.consumers
+	w.warnNoLanes(found, refused, ll.others)
+	for _, name := range ll.missing {
 		if old, ok := w.lanes[name]; ok {
 			found[name] = old
 		}
@@ -495,6 +506,34 @@ func (w *Worker) listLanes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// fullListPerConsumer paces the full listings when nothing says the lanes
+// changed: every Relist, or every 10 ms per consumer of the stream when
+// that is longer (16,384 lanes: every 2 min 44 s). A listing makes the
+// server sort every consumer of the stream and read its state; at 16,384
+// lanes one every 10 s took a third of its CPU with the lanes idle.
+const fullListPerConsumer = 10 * time.Millisecond
+
+// checkLanes runs every Relist between full listings: it compares the
+// stream's consumer count (one stream info request) with the last
+// listing's, and lists again when it changed or a full listing is due.
+// Advisories (a lane created, deleted, paused or resumed) and apply's
+// lock (followApplies) list at once; this catches what they missed.
+func (w *Worker) checkLanes(ctx context.Context) error {
+	w.mu.Lock()
+	last := w.listedConsumers
+	due := time.Since(w.listedAt) >= max(w.cfg.Relist, time.Duration(last)*fullListPerConsumer)
+	w.mu.Unlock()
+	if !due {
+		rctx, cancel := w.ctx(ctx)
+		info, err := w.api.StreamInfo(rctx, w.cfg.Stream)
+		cancel()
+		if err == nil && info.State.Consumers == last {
+			return nil
+		}
+	}
+	return w.listLanes(ctx)
 }
 
 func (w *Worker) relistSoon() {
@@ -606,6 +645,7 @@ func (w *Worker) rebalance() {
 			w.whenDone(l)
 		}()
 	}
+	w.serving.Store(int64(len(w.running)))
 	if len(took) > 0 || len(gave) > 0 {
 		slices.Sort(took)
 		slices.Sort(gave)
@@ -687,6 +727,12 @@ func (w *Worker) waitLane(l *lane, grace *time.Timer) {
 	case <-w.abort.Done():
 	}
 	<-l.done
+}
+
+// pullPace is the expiry and heartbeat of an idle lane's pull request
+// now, paced by the lanes this instance serves (see pace).
+func (w *Worker) pullPace() (time.Duration, time.Duration) {
+	return pace(w.cfg.PullExpiry, int(w.serving.Load()))
 }
 
 // unpin releases a pinned lane's pin so the next pull gets it at once.
