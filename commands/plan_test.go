@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
+	"github.com/lanes-dev/lanes/planner"
 )
 
 const seedFile = "../examples/seed/lanes.yaml"
@@ -179,6 +182,33 @@ func TestPlanWarnings(t *testing.T) {
 	_, stderr, code = run(t, "", "plan", "-f", deviceFile)
 	if code != 0 || !strings.Contains(stderr, "ab+c and a+bc") {
 		t.Fatalf("multi-token warning missing: %d %q", code, stderr)
+	}
+}
+
+// A design at or above the measured steep point of the server's CPU per
+// message is warned on stderr and in the plan's JSON; one lane fewer is not.
+func TestPlanLaneCountWarning(t *testing.T) {
+	steep := planner.MeasuredServerCPU.Steep()
+	for _, tc := range []struct {
+		partitions int
+		warned     bool
+	}{{steep - 1, false}, {steep, true}} {
+		stdout, stderr, code := run(t, "", "plan", "-f", seedFile, "--partitions", strconv.Itoa(tc.partitions), "-o", "json")
+		var doc struct {
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != 0 {
+			t.Fatalf("%d lanes: exit %d, %v", tc.partitions, code, err)
+		}
+		want := fmt.Sprintf("partitions is %d: the server's CPU per message grows with the lane count", tc.partitions)
+		inJSON := slices.ContainsFunc(doc.Warnings, func(w string) bool { return strings.HasPrefix(w, want) })
+		if inJSON != tc.warned || strings.Contains(stderr, "warning: "+want) != tc.warned {
+			t.Errorf("%d lanes: warned in JSON %v, on stderr %q; want %v", tc.partitions, doc.Warnings, stderr, tc.warned)
+		}
+	}
+	_, stderr, code := run(t, "", "plan", "-f", seedFile, "--partitions", strconv.Itoa(steep))
+	if code != 0 || !strings.Contains(stderr, "lane.keys_in_flight") || !strings.Contains(stderr, "lanes simulate --sweep") {
+		t.Fatalf("table output: exit %d, stderr %q", code, stderr)
 	}
 }
 

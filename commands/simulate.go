@@ -101,7 +101,8 @@ redelivery, max deliver, in-progress acks, backoff, pinned workers, leases,
 key-parallel lanes with --keys-in-flight); --live runs it on a real server
 and shows both. A sweep recommends partitions, and with
 --sweep-keys-in-flight keys in flight too: fewer lanes first, since the
-server pays CPU for every lane (--server-cores).
+server's CPU per message grows with the lane count, and never more lanes
+than the server can use (--server-cores).
 The design is read as plan reads it (-f FILE, the design flags, else
 $LANES_FILE or ./lanes.yaml, named on stderr). With no design at all: the
 seed story (alice, bob and carol; single vs 8 lanes).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/lanes-dev/lanes/planner"
 	"github.com/lanes-dev/lanes/sim/judge"
 	"github.com/lanes-dev/lanes/sim/live"
+	"github.com/lanes-dev/lanes/sim/model"
 	"github.com/lanes-dev/lanes/sim/strategy"
 )
 
@@ -303,7 +305,8 @@ func TestSimulateFailingKey(t *testing.T) {
 
 // The sweep recommends partitions and keys in flight together: for 1,000
 // keys and a 1ms handler, 16 lanes of 64 keys in flight beat 1,024 serial
-// lanes, which the server's CPU per lane holds to about 2,500/s.
+// lanes, which the server's CPU per message (measured: about 550µs at
+// 1,024 lanes) holds to about 2,500/s: past the server's peak.
 func TestSimulateSweepKeysInFlight(t *testing.T) {
 	args := []string{"simulate", "--keys", "uniform:1000", "--messages", "20000", "--process-time", "1ms",
 		"--sweep", "16,1024", "--sweep-keys-in-flight", "1,64", "--target-rate", "20000"}
@@ -312,7 +315,8 @@ func TestSimulateSweepKeysInFlight(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{"16, 1024 partitions x keys in flight 1, 64", "KEYS IN FLIGHT", "SERVER CPU/MSG",
-		"Recommended: 16 partitions with 64 keys in flight", "Fewer lanes win: the best serial layout tried, 1024 lanes, drains at most 2502/s"} {
+		"Recommended: 16 partitions with 64 keys in flight", "Fewer lanes win: the best serial layout tried, 1024 lanes, drains at most ",
+		"Past 16 serial lanes, more lanes only slow the server down: 1024 serial lanes drain at most "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sweep lacks %q:\n%s", want, out)
 		}
@@ -324,13 +328,15 @@ func TestSimulateSweepKeysInFlight(t *testing.T) {
 			RecommendedK int   `json:"recommended_keys_in_flight"`
 			KeysInFlight []int `json:"keys_in_flight"`
 			Server       struct {
-				Cores float64 `json:"cores"`
+				Cores    float64                  `json:"cores"`
+				Measured []planner.ServerCPUPoint `json:"measured"`
 			} `json:"server"`
 			Points []struct {
-				Partitions   int     `json:"partitions"`
-				KeysInFlight int     `json:"keys_in_flight"`
-				Capacity     float64 `json:"capacity"`
-				Limit        string  `json:"limit"`
+				Partitions     int     `json:"partitions"`
+				KeysInFlight   int     `json:"keys_in_flight"`
+				Capacity       float64 `json:"capacity"`
+				Limit          string  `json:"limit"`
+				PastServerPeak bool    `json:"past_server_peak"`
 			} `json:"points"`
 		} `json:"sweep"`
 	}
@@ -338,10 +344,11 @@ func TestSimulateSweepKeysInFlight(t *testing.T) {
 		t.Fatalf("exit %d, %v", code, err)
 	}
 	sw := doc.Sweep
-	if sw.Recommended != 16 || sw.RecommendedK != 64 || len(sw.Points) != 4 || len(sw.KeysInFlight) != 2 || sw.Server.Cores != 1.25 {
+	if sw.Recommended != 16 || sw.RecommendedK != 64 || len(sw.Points) != 4 || len(sw.KeysInFlight) != 2 ||
+		sw.Server.Cores != model.DefaultServerCost.Cores || !reflect.DeepEqual(planner.ServerCPUCurve(sw.Server.Measured), planner.MeasuredServerCPU) {
 		t.Fatalf("%+v", sw)
 	}
-	if p16, p1024 := sw.Points[1], sw.Points[2]; p16.KeysInFlight != 64 || p1024.Partitions != 1024 || p1024.Limit != "server" || p16.Capacity < 2*p1024.Capacity {
+	if p16, p1024 := sw.Points[1], sw.Points[2]; p16.KeysInFlight != 64 || p1024.Partitions != 1024 || p1024.Limit != "server" || !p1024.PastServerPeak || p16.PastServerPeak || p16.Capacity < 2*p1024.Capacity {
 		t.Fatalf("16 x 64 %+v against 1024 serial %+v: want at least 2x", p16, p1024)
 	}
 	// --server-cores 0 leaves the server out: 1,024 serial lanes are then

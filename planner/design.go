@@ -421,6 +421,9 @@ func (d *Design) warnings() []string {
 	if d.Lane.Pinned && d.Lane.KeysInFlight <= 1 && d.Lane.AckWait < d.Lane.PinnedTTL {
 		w = append(w, fmt.Sprintf("lane.ack_wait (%s) is shorter than lane.pinned_ttl (%s): when a pinned worker dies, its message waits for the pin to move, not for the ack wait", d.Lane.AckWait, d.Lane.PinnedTTL))
 	}
+	if lanes := d.laneCountWarning(MeasuredServerCPU); lanes != "" {
+		w = append(w, lanes)
+	}
 	return w
 }
 

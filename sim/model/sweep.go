@@ -78,6 +78,10 @@ type SweepPoint struct {
 	// these lanes, so its queue grows and the latencies (which the model
 	// measures without the server) do not hold.
 	Overloaded bool `json:"overloaded,omitempty"`
+	// PastServerPeak: the server bounds this point, and fewer lanes with
+	// the same keys in flight drained at least as fast: the lanes added
+	// only slowed the server down. Such a point is never recommended.
+	PastServerPeak bool `json:"past_server_peak,omitempty"`
 	// Throughput and latencies are measured with arrivals at the load rate.
 	Throughput       float64 `json:"throughput"`
 	LatencyP50ms     float64 `json:"latency_p50_ms"`
@@ -141,7 +145,9 @@ func (s Sweep) HasTarget() bool { return s.TargetRate > 0 || s.TargetP99 > 0 }
 // the same key sequence, twice: as a backlog (capacity) and with arrivals
 // at the load rate, (1+headroom) x the target rate (or the workload's rate
 // when no target rate is given). It recommends the smallest count that
-// meets every target given.
+// meets every target given, never one past the server's peak: a count the
+// server bounds below what fewer lanes drained (its latencies, measured
+// without server time, would flatter it).
 //
 // With several keys in flight it runs every count with each, and
 // recommends the fewest lanes, then the fewest keys in flight, that
@@ -177,7 +183,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 		out.KeysInFlight = ks
 	}
 	if sc.Server.On() {
-		server := NewServerCost(sc.Server.Cores, sc.Server.PerMessage, sc.Server.PerLane) // its JSON figures filled in
+		server := sc.Server
 		out.Server = &server
 	}
 	base := sc.Target.Rate
@@ -197,6 +203,7 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 			return Sweep{}, err
 		}
 	}
+	fastest := map[int]float64{} // per keys in flight, the best capacity with fewer lanes
 	for _, p := range counts {
 		parts, err := sc.KeyPartition(p)
 		if err != nil {
@@ -211,7 +218,10 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 			}
 			pt.KeysInFlight = k
 			pt.Overloaded = pt.ServerCeiling > 0 && pt.ServerCeiling < out.LoadRate
-			pt.Meets = out.HasTarget() && !pt.Overloaded &&
+			best, tried := fastest[k]
+			pt.PastServerPeak = pt.Limit == LimitServer && tried && best >= pt.Capacity
+			fastest[k] = max(best, pt.Capacity)
+			pt.Meets = out.HasTarget() && !pt.Overloaded && !pt.PastServerPeak &&
 				(sc.Target.Rate == 0 || pt.Capacity >= (1+sc.Headroom)*sc.Target.Rate) &&
 				(sc.Target.P99 == 0 || pt.LatencyP99ms <= ms(sc.Target.P99))
 			if pt.Meets && out.Recommended == 0 {
@@ -262,7 +272,7 @@ const DefaultPinnedTTL = 2 * time.Minute
 // when the hottest key alone caps capacity below the target, that more
 // partitions cannot help.
 func SweepVerdict(sw Sweep) string {
-	server := serverWords(sw)
+	server := join(serverWords(sw), pastPeakWords(sw))
 	if !sw.HasTarget() {
 		return join("No recommendation: give --target-rate and/or --target-p99.", server)
 	}
@@ -286,6 +296,8 @@ func SweepVerdict(sw Sweep) string {
 			if hotKey {
 				hint = fmt.Sprintf("More partitions cannot help: the hottest key, %s, carries %s of the messages and a key is one serial lane, so it caps capacity at about %s. Split that key (a finer key) or make its processing faster.",
 					sw.HottestKey, figure.Share(sw.HottestKeyShare), figure.Rate(sw.KeyCeiling))
+			} else if words := serverBoundWords(sw); words != "" {
+				hint = words + " Run fewer lanes with keys in flight (--sweep-keys-in-flight), or give the server more cores (--server-cores)."
 			}
 			return join(fmt.Sprintf("No partition count in %s can %s (%s). %s", sw.Counts(), why, headroom, hint), server)
 		}
@@ -296,6 +308,8 @@ func SweepVerdict(sw Sweep) string {
 		if hotKey {
 			hint = fmt.Sprintf("Neither more partitions nor more keys in flight can help: the hottest key, %s, carries %s of the messages and a key runs one message at a time, so it caps capacity at about %s. Split that key (a finer key) or make its processing faster.",
 				sw.HottestKey, figure.Share(sw.HottestKeyShare), figure.Rate(sw.KeyCeiling))
+		} else if words := serverBoundWords(sw); words != "" {
+			hint = words + " Try fewer lanes with more keys in flight, or give the server more cores (--server-cores)."
 		}
 		return join(fmt.Sprintf("No partition count in %s with keys in flight %s can %s (%s). %s", sw.Counts(), intList(sw.KeysInFlight), why, headroom, hint), server)
 	}
@@ -346,9 +360,69 @@ func serverWords(sw Sweep) string {
 		return ""
 	}
 	lo, hi := sw.Points[0], sw.Points[len(sw.Points)-1]
-	return fmt.Sprintf("The server's CPU bounds the points limited by server: it pays for every lane (file storage rewrites each active lane's state), about %s of CPU per message with %d lanes and %s with %d, so on %s %s it serves at most %s and %s.",
-		micros(lo.ServerCPUus), lo.Partitions, micros(hi.ServerCPUus), hi.Partitions, strconv.FormatFloat(sw.Server.Cores, 'g', -1, 64),
-		figure.Plural(int(math.Ceil(sw.Server.Cores)), "core", "cores"), figure.Rate(lo.ServerCeiling), figure.Rate(hi.ServerCeiling))
+	return fmt.Sprintf("The server's CPU bounds the points limited by server: it pays for every lane (file storage rewrites each active lane's state), about %s of CPU per message with %d lanes and %s with %d, so on %s it serves at most %s and %s.",
+		micros(lo.ServerCPUus), lo.Partitions, micros(hi.ServerCPUus), hi.Partitions, coresWords(sw.Server.Cores), figure.Rate(lo.ServerCeiling), figure.Rate(hi.ServerCeiling))
+}
+
+// serverBoundWords says that more lanes cannot help when the server's CPU
+// bounds the fastest point tried, or the points past it: every lane added
+// costs it more per message. "" when the lanes bound the sweep (or the
+// server term is off).
+func serverBoundWords(sw Sweep) string {
+	var best SweepPoint
+	past := false
+	for _, p := range sw.Points {
+		if p.Capacity > best.Capacity {
+			best = p
+		}
+		past = past || p.PastServerPeak
+	}
+	switch {
+	case sw.Server == nil:
+		return ""
+	case best.Limit == LimitServer:
+		return fmt.Sprintf("More partitions cannot help: the server's CPU bounds the fastest point, %s at %s (about %s of CPU per message on %s), and every lane more costs it more per message.",
+			pointName(sw, best), figure.Rate(best.Capacity), micros(best.ServerCPUus), coresWords(sw.Server.Cores))
+	case past:
+		return fmt.Sprintf("More partitions cannot help: the fastest point is %s at %s, and past it the server's CPU bounds the lanes, every lane more costing it more per message.",
+			pointName(sw, best), figure.Rate(best.Capacity))
+	}
+	return ""
+}
+
+// pastPeakWords says where more lanes began to slow the server down, when
+// the sweep went past that point.
+func pastPeakWords(sw Sweep) string {
+	for _, p := range sw.Points {
+		if !p.PastServerPeak {
+			continue
+		}
+		var peak SweepPoint
+		for _, q := range sw.Points {
+			if q.KeysInFlight == p.KeysInFlight && q.Partitions < p.Partitions && q.Capacity >= peak.Capacity {
+				peak = q
+			}
+		}
+		return fmt.Sprintf("Past %s, more lanes only slow the server down: %s drain at most %s against %s, so no count past the server's peak is recommended.",
+			pointName(sw, peak), pointName(sw, p), figure.Rate(p.Capacity), figure.Rate(peak.Capacity))
+	}
+	return ""
+}
+
+// pointName is "16 lanes", or in a sweep of keys in flight "16 serial
+// lanes" or "16 lanes x 64 keys in flight".
+func pointName(sw Sweep, p SweepPoint) string {
+	switch {
+	case !sw.Keyed():
+		return fmt.Sprintf("%d lanes", p.Partitions)
+	case p.KeysInFlight <= 1:
+		return fmt.Sprintf("%d serial lanes", p.Partitions)
+	}
+	return fmt.Sprintf("%d lanes x %d keys in flight", p.Partitions, p.KeysInFlight)
+}
+
+func coresWords(cores float64) string {
+	return strconv.FormatFloat(cores, 'g', -1, 64) + " " + figure.Plural(int(math.Ceil(cores)), "core", "cores")
 }
 
 // fewerLanes says why a key-parallel recommendation beats more serial
