@@ -24,16 +24,19 @@ func TestClusterDrainsBacklog(t *testing.T) {
 	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl.Servers[0].URL())
-	for i, pinned := range []bool{false, true} {
-		t.Run(fmt.Sprint(pinned), func(t *testing.T) {
+	for i, tc := range []struct {
+		replicas int
+		pinned   bool
+	}{{3, false}, {3, true}, {1, false}} {
+		t.Run(fmt.Sprintf("replicas=%d,pinned=%v", tc.replicas, tc.pinned), func(t *testing.T) {
 			p := testutil.Plan(t, fmt.Sprintf("cd%d", i), 4, func(d *planner.Design) {
-				d.Stream.Replicas = 3
-				d.Lane.Pinned = pinned
+				d.Stream.Replicas = tc.replicas
+				d.Lane.Pinned = tc.pinned
 			})
 			natstest.CreateLanes(t, js, p)
 			publishKeys(t, js, p, 16, 50)
 			rec := &recorder{}
-			startWorker(t, cl.Servers[1].URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, rec.handler("a", nil))
+			a := startWorker(t, cl.Servers[1].URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, rec.handler("a", nil))
 			startWorker(t, cl.Servers[2].URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "b"}, rec.handler("b", nil))
 			deadline := time.Now().Add(10 * time.Second) // a stuck pin would last its 2m TTL
 			for len(rec.seqs()) != 800 {
@@ -53,7 +56,15 @@ func TestClusterDrainsBacklog(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			checkOrder(t, rec.snapshot(), false)
-			_ = context.Background
+			// Acks wait for the server's answer on replicated lanes only
+			// (a leader change can lose an applied ack there).
+			a.w.mu.Lock()
+			for name, l := range a.w.lanes {
+				if l.replicated != (tc.replicas > 1) {
+					t.Errorf("%s: replicated %v with %d replicas", name, l.replicated, tc.replicas)
+				}
+			}
+			a.w.mu.Unlock()
 		})
 	}
 }

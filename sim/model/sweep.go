@@ -183,6 +183,9 @@ func RunSweep(ctx context.Context, sc SweepConfig) (Sweep, error) {
 		out.KeysInFlight = ks
 	}
 	if sc.Server.On() {
+		if err := sc.Server.Curve.Check(); err != nil {
+			return Sweep{}, err
+		}
 		server := sc.Server
 		out.Server = &server
 	}

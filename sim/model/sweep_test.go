@@ -329,6 +329,10 @@ func TestServerTerm(t *testing.T) {
 	if (model.ServerCost{Cores: 1}).On() {
 		t.Error("a term without a curve is on")
 	}
+	falling := model.ServerCost{Cores: 1, Curve: planner.ServerCPUCurve{{Lanes: 1, PerMessageUs: 10, Cores: 1}, {Lanes: 10, PerMessageUs: 5, Cores: 1}}}
+	if _, err := model.RunSweep(context.Background(), model.SweepConfig{From: 1, To: 2, Server: falling}); err == nil || !strings.Contains(err.Error(), "is below") {
+		t.Errorf("a curve that falls: %v", err)
+	}
 	s := sweepServer(t, model.Target{Rate: 1000}, 1, fixed(10*ms))
 	if s.Server == nil || s.Server.Cores != 1 || len(s.Server.Curve) != 2 || !s.ServerBound() {
 		t.Fatalf("the sweep's server term for scripts: %+v", s.Server)
