@@ -137,7 +137,7 @@ func TestSweepTableGolden(t *testing.T) {
 // keys and a 1ms handler: 16 lanes, serial or with 64 keys in flight,
 // against 1,024 serial lanes, on the default server term.
 func keyedSweep() model.Sweep {
-	server := model.DefaultServerCost
+	server := model.ServerCost{Cores: 1.25, Curve: model.DefaultServerCost.Curve} // fixed: the golden frame does not follow the measured table
 	sw := model.Sweep{From: 16, To: 1024, TargetRate: 20000, Headroom: 0.25, LoadRate: 25000, Recommended: 16, RecommendedKeysInFlight: 64,
 		KeysInFlight: []int{1, 64}, Server: &server, HottestKey: "key-0375", HottestKeyShare: 0.0017, KeyCeiling: 588235}
 	for _, p := range []model.SweepPoint{

@@ -251,3 +251,35 @@ func lanes1024(b *testing.B, storage string) {
 		b.ReportMetric(sp.Rate(), "drain-msgs/s")
 	}
 }
+
+// BenchmarkDrainReplicated: what the confirmed ack costs. On a 3-node
+// cluster with replicas 3, the runtime waits for each ack's answer, which
+// comes once the ack is replicated (order across a leader change needs
+// it: docs/work.md); nats.go's Consume does not. 16 lanes, the same
+// backlog, taken in turns, the worker and the loop on the same node.
+//
+//	go test ./work -run '^$' -bench DrainReplicated -benchtime 3x
+func BenchmarkDrainReplicated(b *testing.B) {
+	const lanes, perLane = 16, 1000
+	cl := natstest.StartCluster(b, 3)
+	url := cl.Servers[0].URL()
+	_, js := natstest.Connect(b, url)
+	var con, wk []float64
+	i := 0
+	for b.Loop() {
+		for _, kind := range []string{"consume", "work"} {
+			i++
+			p := worktest.Backlog(b, js, fmt.Sprintf("repl%d", i), lanes, perLane, func(d *planner.Design) { d.Stream.Replicas = 3 })
+			if kind == "consume" {
+				con = append(con, drainConsume(b, js, p, perLane))
+			} else {
+				wk = append(wk, worktest.Drain(b, url, p, lanes*perLane, nil))
+			}
+			worktest.DropStream(b, js, p.Stream.Name)
+		}
+	}
+	b.ReportMetric(worktest.Median(con), "consume-msgs/s")
+	b.ReportMetric(worktest.Median(wk), "work-msgs/s")
+	b.ReportMetric(worktest.Median(wk)/worktest.Median(con), "x-consume")
+	b.Logf("consume %v, work %v", con, wk)
+}

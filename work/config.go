@@ -81,11 +81,15 @@ type Config struct {
 
 	// Timeout bounds each request to the server. Default DefaultTimeout.
 	Timeout time.Duration
-	// Relist is how often the lanes are listed again (advisories also
-	// trigger a listing at once). Default DefaultRelist.
+	// Relist is how often the stream's consumer count is checked, and a
+	// listing of the lanes runs when it changed; a full listing runs every
+	// Relist, or every 10 ms per consumer of the stream when that is
+	// longer. Advisories and apply's lock also trigger a listing at once.
+	// Default DefaultRelist.
 	Relist time.Duration
-	// PullExpiry is how long a pull request waits at the server before it
-	// is renewed. Default DefaultPullExpiry.
+	// PullExpiry is how long an idle lane's pull request waits at the
+	// server before it is renewed; an instance serving more than 1,280
+	// lanes stretches it (see docs/work.md). Default DefaultPullExpiry.
 	PullExpiry time.Duration
 	// Bucket is the KV bucket of the membership (default
 	// membership.Bucket). Instances see each other only in the same
