@@ -260,9 +260,7 @@ func (l *lane) take() bool {
 			return false
 		}
 		rec := membership.LaneServer{Instance: w.cfg.Instance, Since: l.since, Epoch: l.epoch, DeadLetter: w.cfg.DeadLetter}
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-		c, holder, err := w.records().Take(ctx, l.name, rec, w.memberEpochs())
-		cancel()
+		c, holder, err := w.takeRecord(l.name, rec)
 		switch {
 		case c != nil:
 			l.claim = c

@@ -98,6 +98,7 @@ type Worker struct {
 	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
 	joined       bool
 	serving      atomic.Int64 // lanes running here (len(running)), read by pullPace
+	lanesChanged bool         // a listing added or dropped lanes: rebalance
 	// The last full listing: when, and how many consumers the stream had
 	// (see checkLanes).
 	listedAt        time.Time
@@ -115,6 +116,8 @@ type Worker struct {
 	skips skipBook // the design's skip requests (lanes skip), by lane (skip.go)
 
 	quarantines quarantineBook // the design's quarantined keys (quarantine.go)
+
+	snap recordSnapshot // lane records read at once for a burst of takes (take.go)
 }
 
 // New checks the config and prepares a worker on js's connection, sending
@@ -292,7 +295,9 @@ func (w *Worker) run(ctx context.Context) error {
 				needRepair()
 				continue
 			}
-			w.applyMember(ev)
+			if !w.applyMember(ev) && !ev.Initial {
+				continue // a lease renewed: nothing to rebalance (16,384 lanes: 35 ms each)
+			}
 			if ev.Initial {
 				snapshot = true
 			}
@@ -331,11 +336,13 @@ func (w *Worker) run(ctx context.Context) error {
 				listing = true
 				go func() { listed <- w.checkLanes(ctx) }()
 			}
+			continue
 		case <-w.relist:
 			if !debouncing {
 				debouncing = true
 				debounce.Reset(relistDebounce)
 			}
+			continue
 		case <-debounce.C:
 			debouncing = false
 			if !listing {
@@ -344,10 +351,14 @@ func (w *Worker) run(ctx context.Context) error {
 			} else {
 				w.relistSoon() // after the one running
 			}
+			continue
 		case err := <-listed:
 			listing = false
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("cannot list the lanes; keeping the last listing", "error", err)
+			}
+			if !w.takeLanesChanged() {
+				continue // the same lanes: the same assignment
 			}
 		case <-w.wake:
 		}
@@ -409,14 +420,19 @@ func (w *Worker) warnSettings() {
 	}
 }
 
-func (w *Worker) applyMember(ev membership.MemberEvent) {
+// applyMember follows a member event; true when the members or their
+// epochs changed (not a lease renewed).
+func (w *Worker) applyMember(ev membership.MemberEvent) bool {
 	if ev.Instance == "" {
-		return
+		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, was := w.members[ev.Instance]
+	epoch, was := w.members[ev.Instance]
 	if ev.Alive {
+		if was && epoch == ev.Epoch {
+			return false
+		}
 		w.members[ev.Instance] = ev.Epoch
 	} else {
 		delete(w.members, ev.Instance)
@@ -425,7 +441,7 @@ func (w *Worker) applyMember(ev membership.MemberEvent) {
 		l.wake() // a lane waiting for a departed holder may take it now
 	}
 	if was == ev.Alive {
-		return
+		return true // a new epoch
 	}
 	// Counts include this instance: until its own join is seen (the watch
 	// gives the members found first), the others are told in one line
@@ -440,6 +456,7 @@ func (w *Worker) applyMember(ev membership.MemberEvent) {
 	default:
 		w.log.Info("instance left", "instance", ev.Instance, "members", len(w.members))
 	}
+	return true
 }
 
 // listLanes reads the design's lanes; lanes the server could not report
@@ -493,6 +510,7 @@ func (w *Worker) listLanes(ctx context.Context) error {
 			w.log.Warn("lane not served: "+why, "lane", name)
 		}
 	}
+	w.lanesChanged = w.lanesChanged || !w.joined || len(added) > 0 || len(gone) > 0
 	w.lanes, w.refused, w.joined = found, refused, true
 	for name, l := range w.running {
 		if info, ok := found[name]; ok {
@@ -534,6 +552,16 @@ func (w *Worker) checkLanes(ctx context.Context) error {
 		}
 	}
 	return w.listLanes(ctx)
+}
+
+// takeLanesChanged says whether a listing changed the design's lanes
+// since it was last asked.
+func (w *Worker) takeLanesChanged() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed := w.lanesChanged
+	w.lanesChanged = false
+	return changed
 }
 
 func (w *Worker) relistSoon() {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,7 @@ func scaleOnce(b *testing.B, n int, idle time.Duration, f *figures) {
 		return got == n, err
 	})
 	toServe := time.Since(w.started)
+	toStart := w.startedServing(b, n)
 	served, err := w.servingLanes()
 	if err != nil {
 		b.Fatal(err)
@@ -95,6 +97,7 @@ func scaleOnce(b *testing.B, n int, idle time.Duration, f *figures) {
 	f.add("ms-apply-noop", ms(noop))
 	f.add("ms-inspect", ms(inspect))
 	f.add("pct-core-server-idle", serverAlone)
+	f.add("s-to-start", toStart.Seconds())
 	f.add("s-to-serve", toServe.Seconds())
 	f.add("pct-core-server-work", serverWork)
 	f.add("x-server-idle", serverWork/serverAlone)
@@ -102,10 +105,10 @@ func scaleOnce(b *testing.B, n int, idle time.Duration, f *figures) {
 	f.add("s-repartition-apply", repartition.Seconds())
 	f.add("s-new-lanes-served", newServed.Seconds())
 	b.Logf("%d lanes: apply fresh %.2f s, no-op %.0f ms, inspect %.0f ms; idle over %s: server %.2f%% of a core alone, "+
-		"%.2f%% with lanes work attached (%.1fx), lanes work %.2f%%; lanes work served every lane %.2f s after it started; "+
+		"%.2f%% with lanes work attached (%.1fx), lanes work %.2f%%; lanes work started serving every lane %.2f s after it started (its rebalanced line), had taken all %.2f s after; "+
 		"repartition to %d: apply %.2f s, new lanes served %.2f s after it ended",
 		n, fresh.Seconds(), ms(noop), ms(inspect), idle, serverAlone, serverWork, serverWork/serverAlone, workAlone,
-		toServe.Seconds(), newPartitions, repartition.Seconds(), newServed.Seconds())
+		toStart.Seconds(), toServe.Seconds(), newPartitions, repartition.Seconds(), newServed.Seconds())
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -141,6 +144,30 @@ func startWork(b *testing.B, srv *server, design string) *worker {
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// startedServing is how long after its start lanes work logged that it
+// serves n lanes ("rebalanced ... serving=n": every lane's goroutine
+// started, each then takes its record and pulls).
+func (w *worker) startedServing(b *testing.B, n int) time.Duration {
+	b.Helper()
+	text, err := os.ReadFile(w.log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		if !strings.Contains(line, "msg=rebalanced") || !strings.Contains(line, fmt.Sprintf(" serving=%d ", n)) {
+			continue
+		}
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil {
+			b.Fatalf("lanes work's log line %q: %v", line, err)
+		}
+		return at.Sub(w.started)
+	}
+	b.Fatalf("lanes work never logged serving %d lanes: %s", n, w.tail(20))
+	return 0
+}
 
 // serving is how many lanes the instance serves, as /readyz says ("ready:
 // serving 4096 lanes": the lanes whose lanes_work_serving gauge is 1);
