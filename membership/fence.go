@@ -2,6 +2,7 @@ package membership
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,23 @@ type Fence struct {
 	left   bool          // the instance left the membership: no more pulls
 	lapsed chan struct{} // closed when the epoch ends without a leave
 	timer  *time.Timer
+
+	// now is a copy of the fields above, replaced (under mu) at each
+	// change: Check, which every lane runs several times a message, reads
+	// it without the lock.
+	now atomic.Pointer[fenceState]
+}
+
+type fenceState struct {
+	epoch  string
+	until  time.Time
+	left   bool
+	lapsed chan struct{}
+}
+
+// publish makes the current fields what Check reads. f.mu is held.
+func (f *Fence) publish() {
+	f.now.Store(&fenceState{epoch: f.epoch, until: f.until, left: f.left, lapsed: f.lapsed})
 }
 
 // margin is how much sooner than its lease an epoch ends: far more
@@ -37,7 +55,9 @@ func margin(lease time.Duration) time.Duration { return max(lease/10, 100*time.M
 
 // NewFence is the fence of a lease of the given length, with no epoch yet.
 func NewFence(lease time.Duration) *Fence {
-	return &Fence{margin: margin(lease), lapsed: make(chan struct{})}
+	f := &Fence{margin: margin(lease), lapsed: make(chan struct{})}
+	f.publish()
+	return f
 }
 
 // begin starts a new epoch whose key was written at sent (before the
@@ -48,6 +68,7 @@ func (f *Fence) begin(epoch string, sent time.Time, lease time.Duration) {
 	f.stopTimer()
 	f.epoch, f.left, f.lapsed = epoch, false, make(chan struct{})
 	f.extendLocked(sent, lease)
+	f.publish()
 }
 
 // extend follows a renewal of epoch confirmed by the server, sent at sent.
@@ -68,6 +89,7 @@ func (f *Fence) extendLocked(sent time.Time, lease time.Duration) {
 		return
 	}
 	f.until = until
+	f.publish()
 	f.stopTimer()
 	lapsed, epoch := f.lapsed, f.epoch
 	f.timer = time.AfterFunc(time.Until(until), func() { f.lapse(epoch, lapsed) })
@@ -99,6 +121,7 @@ func (f *Fence) leave() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.left = true
+	f.publish()
 }
 
 // Current returns the epoch and a channel closed when it lapses.
@@ -126,15 +149,23 @@ const (
 
 // Check says where lanes taken under epoch stand.
 func (f *Fence) Check(epoch string) Standing {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	st := f.now.Load()
 	switch {
-	case epoch == "" || epoch != f.epoch || f.isLapsed() || !time.Now().Before(f.until):
+	case epoch == "" || epoch != st.epoch || closed(st.lapsed) || !time.Now().Before(st.until):
 		return Lapsed
-	case f.left:
+	case st.left:
 		return Left
 	}
 	return Held
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Holds: lanes taken under epoch may still pull and run what comes.

@@ -21,18 +21,20 @@ type ServerCPUPoint struct {
 // server term. Lanes ascending, CPU per message rising with them.
 //
 // Source: internal/scalebench BenchmarkScaleDrain (go test -tags scale
-// -run '^$' -bench ScaleDrain -benchtime 1x ./internal/scalebench):
-// 100,000 messages drained by serial lanes, nats-server 2.15.2, file
-// storage, a 2-core machine. The figures below are issue 18's (the same
-// drain by hand): 16 lanes about 20,000 msg/s for 3.8 s of server CPU;
-// 1,024 lanes about 2,500 msg/s for 45-64 s (55 s taken); 16,384 lanes
-// 412 msg/s for 320 s. At 1,024 lanes most of that CPU rewrites every
-// active lane's state file, at 16,384 each consumer scans message blocks
-// for its next match. Cores is drain rate x CPU per message, rounded.
+// -run '^$' -bench ScaleDrain -benchtime 1x ./internal/scalebench): a
+// backlog drained by the work package's serial lanes (no-op handler) from
+// a nats-server 2.15.2 of its own process, file storage, on the 2-core
+// development machine; the server's CPU from /proc. 100,000 messages at
+// 16 and 1,024 lanes, 20,000 at 4,096, 2 per lane at 16,384: 24,361,
+// 1,573, 821 and 269 msg/s. At 1,024 lanes most of the server's CPU
+// rewrites every active lane's state file, at 16,384 each consumer scans
+// message blocks for its next match. Cores is drain rate x CPU per
+// message.
 var MeasuredServerCPU = ServerCPUCurve{
-	{Lanes: 16, PerMessageUs: 38, Cores: 0.76},
-	{Lanes: 1024, PerMessageUs: 550, Cores: 1.4},
-	{Lanes: 16384, PerMessageUs: 3200, Cores: 1.3},
+	{Lanes: 16, PerMessageUs: 38, Cores: 0.92},
+	{Lanes: 1024, PerMessageUs: 790, Cores: 1.24},
+	{Lanes: 4096, PerMessageUs: 1757, Cores: 1.44},
+	{Lanes: 16384, PerMessageUs: 4225, Cores: 1.14},
 }
 
 // ServerCPUCurve is measured CPU per message, lanes ascending. Between

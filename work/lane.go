@@ -64,6 +64,11 @@ type lane struct {
 	windowAt    time.Time     // when the record last got the window (key-parallel)
 	done        chan struct{}
 
+	// abort is the worker's, per lane: each message's context is a child
+	// of it, so that lanes do not contend for the worker's one.
+	abort       context.Context
+	abortCancel context.CancelFunc
+
 	// The in-progress ack timer, one per lane, armed while a handler runs.
 	wpi *time.Timer
 	cur atomic.Pointer[inflight]
@@ -74,6 +79,7 @@ func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), resyncs: make(chan struct{}, 1), lost: make(chan struct{}),
 		skipc: make(chan struct{}, 1)}
 	l.info.Store(info)
+	l.abort, l.abortCancel = context.WithCancel(w.abort)
 	if w.skips.pending(l.name) != nil {
 		signal(l.skipc) // asked before the lane was taken
 	}
@@ -181,6 +187,7 @@ func (l *lane) recordProgress() {
 // handed over (its record marked released) after its last ack.
 func (l *lane) run() {
 	defer close(l.done)
+	defer l.abortCancel()
 	defer l.wpi.Stop()
 	if !l.take() {
 		return
@@ -321,6 +328,16 @@ func (l *lane) serve() bool {
 			}
 			continue
 		}
+		// A delivery already here is taken without the full select below,
+		// whose cost grows with its cases.
+		select {
+		case m := <-p.ch:
+			if !l.on(p, event{m, p.note(m)}) {
+				return l.standing() != membership.Lapsed
+			}
+			continue
+		default:
+		}
 		select {
 		case <-l.release:
 			l.finish(p)
@@ -387,7 +404,7 @@ func (l *lane) ask(p *puller) {
 
 // ensure sends a pull request unless a live one waits (see puller.ensure).
 func (l *lane) ensure(p *puller) {
-	if !l.mayPull(p) {
+	if p.live() || !l.mayPull(p) {
 		return
 	}
 	p.group = l.info.Load().group
@@ -670,7 +687,7 @@ func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err e
 	f = &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: time.Now(), usual: time.Duration(l.stats.usual.Load()),
 		deadline: deadline, every: max(deadline/5, 20*time.Millisecond)}
 	f.confirmed.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithCancelCause(w.abort)
+	ctx, cancel := context.WithCancelCause(l.abort)
 	defer cancel(nil)
 	f.cancel = cancel
 	l.cur.Store(f)
@@ -712,7 +729,6 @@ func (l *lane) try(ctx context.Context, msg *Msg) (err error) {
 func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr error) bool {
 	w := l.w
 	m := f.m
-	attrs := []any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "attempt", msg.Attempt}
 	if herr == nil {
 		if l.quickAck(p, info) {
 			// No leader change can lose an applied ack here: the next
@@ -720,13 +736,13 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 			// pending 1), and nothing waits for an answer.
 			if err := m.Respond([]byte("+ACK")); err != nil {
 				l.stats.unconfirmed.Add(1)
-				w.log.Error("ack not sent: the message will be redelivered", append(attrs, "error", err)...)
+				w.log.Error("ack not sent: the message will be redelivered", l.attrs(msg, "error", err)...)
 				return false
 			}
 			p.lastAck = m
 		} else if err := l.confirm(p, m, []byte("+ACK")); err != nil {
 			l.stats.unconfirmed.Add(1)
-			w.log.Error("ack not confirmed: the message will be redelivered", append(attrs, "error", err)...)
+			w.log.Error("ack not confirmed: the message will be redelivered", l.attrs(msg, "error", err)...)
 			return false
 		}
 		l.stats.processed.Add(1)
@@ -741,25 +757,25 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 	case errors.Is(herr, errLostContact):
 		// Not ours any more, or soon not: the ack wait redelivers it.
 		l.stats.failed.Add(1)
-		w.log.Warn("handler stopped", append(attrs, "error", herr)...)
+		w.log.Warn("handler stopped", l.attrs(msg, "error", herr)...)
 		return true
 	case w.abort.Err() != nil && errors.Is(herr, context.Canceled):
 		if l.mayNak(f) {
 			_ = m.Respond([]byte("-NAK"))
 		}
 		l.stats.handedBack.Add(1)
-		w.log.Info("handed back unfinished", attrs...)
+		w.log.Info("handed back unfinished", l.attrs(msg)...)
 		return true
 	case isOutage(herr):
 		// The handler could not run, and the lane is handed over: the
 		// message goes back at once, as no failure of its own.
 		if !l.mayNak(f) {
-			w.log.Info("given up: the handler could not run, and the lane may be served elsewhere now; the message comes back after its ack wait", append(attrs, "error", herr)...)
+			w.log.Info("given up: the handler could not run, and the lane may be served elsewhere now; the message comes back after its ack wait", l.attrs(msg, "error", herr)...)
 			return true
 		}
 		_ = m.Respond([]byte("-NAK"))
 		l.stats.handedBack.Add(1)
-		w.log.Info("handed back: the handler could not run", append(attrs, "error", herr)...)
+		w.log.Info("handed back: the handler could not run", l.attrs(msg, "error", herr)...)
 		return true
 	}
 	l.stats.failed.Add(1)
@@ -771,42 +787,48 @@ func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr err
 		if kind != outcomeTerm {
 			var qerr error
 			if reason, qerr = w.poisonReason(msg, herr); qerr != nil {
-				w.log.Error("cannot record the key's quarantine: the message will be retried", append(attrs, "error", qerr)...)
+				w.log.Error("cannot record the key's quarantine: the message will be retried", l.attrs(msg, "error", qerr)...)
 				l.nak(f, info, msg.Attempt, -1)
 				return true
 			}
 		}
 		if err := w.park(m, msg, reason, herr); err != nil {
-			w.log.Error("cannot park the message: it will be retried", append(attrs, "dead_letter", w.cfg.DeadLetter, "error", err)...)
+			w.log.Error("cannot park the message: it will be retried", l.attrs(msg, "dead_letter", w.cfg.DeadLetter, "error", err)...)
 			l.nak(f, info, msg.Attempt, -1)
 			return true
 		}
 		if err := l.confirm(p, m, []byte("+ACK")); err != nil {
 			l.stats.unconfirmed.Add(1)
-			w.log.Error("ack of a parked message not confirmed: it will be redelivered and parked again (deduplicated)", append(attrs, "error", err)...)
+			w.log.Error("ack of a parked message not confirmed: it will be redelivered and parked again (deduplicated)", l.attrs(msg, "error", err)...)
 			return false
 		}
 		l.stats.parked.Add(1)
 		l.processed.Store(msg.Seq)
-		w.log.Warn("message parked", append(attrs, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
+		w.log.Warn("message parked", l.attrs(msg, "dead_letter", w.cfg.DeadLetter, "reason", reason, "error", herr)...)
 	case kind == outcomeTerm:
 		if err := l.confirm(p, m, []byte("+TERM "+planner.OneLine(herr.Error(), 256))); err != nil {
 			l.stats.unconfirmed.Add(1)
-			w.log.Error("term not confirmed: the message will be redelivered", append(attrs, "error", err)...)
+			w.log.Error("term not confirmed: the message will be redelivered", l.attrs(msg, "error", err)...)
 			return false
 		}
 		l.stats.terminated.Add(1)
 		l.processed.Store(msg.Seq)
-		w.log.Warn("message terminated by the handler", append(attrs, "error", herr)...)
+		w.log.Warn("message terminated by the handler", l.attrs(msg, "error", herr)...)
 	default:
 		after := l.nak(f, info, msg.Attempt, want)
 		level := "will retry"
 		if info.maxDeliver > 0 && msg.Attempt >= info.maxDeliver {
 			level = "the server drops it now: max deliver reached"
 		}
-		w.log.Warn("handler failed", append(attrs, "error", herr, "retry_in", after.String(), "next", level)...)
+		w.log.Warn("handler failed", l.attrs(msg, "error", herr, "retry_in", after.String(), "next", level)...)
 	}
 	return true
+}
+
+// attrs is what a log line about msg says, and extra: built only when a
+// line is written (a message settled in order writes none).
+func (l *lane) attrs(msg *Msg, extra ...any) []any {
+	return append([]any{"lane", l.name, "seq", msg.Seq, "key", msg.Key, "attempt", msg.Attempt}, extra...)
 }
 
 // nak asks for a redelivery after the lane's backoff (or want) and returns

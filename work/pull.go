@@ -145,11 +145,17 @@ func (p *puller) request() error {
 // silent for three heartbeats (a request lost to a reconnect or a leader
 // change).
 func (p *puller) ensure() error {
-	now := time.Now()
-	if p.outstanding && p.expires.Sub(now) > min(time.Second, p.expiry/4) && (p.heartbeat == 0 || now.Sub(p.lastHeard) < 3*p.heartbeat) {
+	if p.live() {
 		return nil
 	}
 	return p.request()
+}
+
+// live: a request waits at the server that is not about to end, and the
+// server has not been silent for three of its heartbeats.
+func (p *puller) live() bool {
+	now := time.Now()
+	return p.outstanding && p.expires.Sub(now) > min(time.Second, p.expiry/4) && (p.heartbeat == 0 || now.Sub(p.lastHeard) < 3*p.heartbeat)
 }
 
 // checkEvery is how often the lane should look whether its request is

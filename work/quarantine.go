@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,7 @@ const quarantineHold = time.Second
 // quarantineBook is the design's quarantine records as this instance's
 // watch (or its own writes) last saw them, by record key.
 type quarantineBook struct {
+	held   atomic.Int64 // keys in byKey: none (the usual case) costs a message nothing
 	mu     sync.Mutex
 	byKey  map[string]*membership.QuarantineEntry
 	rev    map[string]uint64 // the last revision seen per record key (a delete too)
@@ -64,6 +66,7 @@ func (b *quarantineBook) set(rkey string, e *membership.QuarantineEntry, rev uin
 		return
 	}
 	b.rev[rkey] = rev
+	defer func() { b.held.Store(int64(len(b.byKey))) }()
 	if e == nil {
 		delete(b.byKey, rkey)
 		return
@@ -125,6 +128,9 @@ func quarantineDecision(e *membership.Quarantine, replayID string, canPark bool)
 
 // quarantineAct decides for msg by this instance's book.
 func (w *Worker) quarantineAct(msg *Msg) (qAct, *membership.QuarantineEntry) {
+	if w.quarantines.held.Load() == 0 {
+		return qRun, nil
+	}
 	rkey := membership.QuarantineKey(w.scope, msg.Key)
 	e := w.quarantines.get(rkey)
 	if e == nil {

@@ -33,6 +33,14 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 	b.Cleanup(nc.Close)
 	natstest.KeepAccountStreams(b, js)
 	var wk, con []float64
+	cpus := map[string][]float64{} // µs per message: "work-server", "work-client", ...
+	measure := func(kind string, n int, drain func() float64) float64 {
+		server, self := cpu(b, srv.pid()), cpu(b, 0)
+		rate := drain()
+		cpus[kind+"-server"] = append(cpus[kind+"-server"], float64((cpu(b, srv.pid())-server).Microseconds())/float64(n))
+		cpus[kind+"-client"] = append(cpus[kind+"-client"], float64((cpu(b, 0)-self).Microseconds())/float64(n))
+		return rate
+	}
 	i := 0
 	for b.Loop() {
 		for r := range rounds {
@@ -44,9 +52,9 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 				i++
 				p := worktest.Backlog(b, js, fmt.Sprintf("vs%d", i), lanes, perLane)
 				if kind == "work" {
-					wk = append(wk, worktest.Drain(b, srv.url, p, lanes*perLane, nil))
+					wk = append(wk, measure(kind, lanes*perLane, func() float64 { return worktest.Drain(b, srv.url, p, lanes*perLane, nil) }))
 				} else {
-					con = append(con, drainConsume(b, js, p, perLane))
+					con = append(con, measure(kind, lanes*perLane, func() float64 { return drainConsume(b, js, p, perLane) }))
 				}
 				worktest.DropStream(b, js, p.Stream.Name)
 			}
@@ -56,8 +64,13 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 	b.ReportMetric(m(wk), "work-msgs/s")
 	b.ReportMetric(m(con), "consume-msgs/s")
 	b.ReportMetric(m(wk)/m(con), "x-consume")
-	b.Logf("16 lanes, %d per lane: work %.0f msg/s, consume %.0f msg/s (medians), x-consume %.2f; work %.0f, consume %.0f",
-		perLane, m(wk), m(con), m(wk)/m(con), wk, con)
+	for _, k := range []string{"work-server", "work-client", "consume-server", "consume-client"} {
+		b.ReportMetric(m(cpus[k]), "us-cpu-"+k+"/msg")
+	}
+	b.Logf("16 lanes, %d per lane: work %.0f msg/s, consume %.0f msg/s (medians), x-consume %.2f; work %.0f, consume %.0f; "+
+		"CPU per message (µs, medians): work server %.1f client %.1f, consume server %.1f client %.1f",
+		perLane, m(wk), m(con), m(wk)/m(con), wk, con,
+		m(cpus["work-server"]), m(cpus["work-client"]), m(cpus["consume-server"]), m(cpus["consume-client"]))
 }
 
 // drainConsume is the standing-pull loop of nats.go's Consume, one per
