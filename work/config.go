@@ -88,7 +88,7 @@ type Config struct {
 	// Default DefaultRelist.
 	Relist time.Duration
 	// PullExpiry is how long an idle lane's pull request waits at the
-	// server before it is renewed; an instance serving more than 1,280
+	// server before it is renewed; an instance serving more than 640
 	// lanes stretches it (see docs/work.md). Default DefaultPullExpiry.
 	PullExpiry time.Duration
 	// Bucket is the KV bucket of the membership (default

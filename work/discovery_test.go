@@ -111,7 +111,7 @@ func TestApplyLockReleaseFollowsChangedSettings(t *testing.T) {
 }
 
 // TestPaceStretchesWithLanes: an idle request's heartbeat is what the
-// configured expiry gives up to 1,280 lanes, then grows with the lanes
+// configured expiry gives up to 640 lanes, then grows with the lanes
 // served so that an instance asks the server for heartbeatBudget a second
 // at most; the expiry stays five heartbeats or more (the server refuses a
 // heartbeat over half the expiry).
@@ -122,9 +122,10 @@ func TestPaceStretchesWithLanes(t *testing.T) {
 	}{
 		{0, 30 * time.Second, 5 * time.Second},
 		{16, 30 * time.Second, 5 * time.Second},
-		{1024, 30 * time.Second, 5 * time.Second},
-		{4096, 80 * time.Second, 16 * time.Second},
-		{16384, 320 * time.Second, 64 * time.Second},
+		{640, 30 * time.Second, 5 * time.Second},
+		{1024, 40 * time.Second, 8 * time.Second},
+		{4096, 160 * time.Second, 32 * time.Second},
+		{16384, 640 * time.Second, 128 * time.Second},
 	} {
 		expiry, hb := pace(DefaultPullExpiry, tc.lanes)
 		if expiry != tc.expiry || hb != tc.heartbeat {

@@ -171,9 +171,11 @@ func (p *puller) checkEvery() time.Duration {
 // server for its idle lanes, at most, once it serves more lanes than five
 // seconds' worth of it: beyond that the heartbeats (and the expiry, five
 // of them) grow with the lane count instead. At 16,384 lanes a heartbeat
-// every 64 s, a request every 5 min 20 s per lane: about 300 server
-// wake-ups a second, against about 3,800 with 5 s and 30 s.
-const heartbeatBudget = 256
+// every 128 s, a request every 10 min 40 s per lane: about 180 server
+// wake-ups a second, against about 4,400 with 5 s and 30 s. (256 a second
+// measured 2.7x the server's idle CPU at 16,384 lanes, 128 2.3x: see
+// docs/performance.md.)
+const heartbeatBudget = 128
 
 // pace is the expiry and heartbeat of an idle lane's request, for an
 // instance serving lanes lanes with a configured expiry: a heartbeat a
