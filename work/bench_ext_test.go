@@ -71,36 +71,6 @@ func drainRaw(b *testing.B, url string, p *planner.Plan, perLane int, standing b
 	return sp.Rate()
 }
 
-// drainConsume is the standing-pull loop of nats.go's Consume, one per
-// lane on one connection, with fire-and-forget acks: what orbit.go's
-// pcgroups runs for each member of a static group (500 messages asked at a
-// time).
-func drainConsume(b *testing.B, js jetstream.JetStream, p *planner.Plan, perLane int) float64 {
-	var sp worktest.Span
-	total := int64(perLane * len(p.Lanes))
-	done := make(chan struct{})
-	for _, l := range p.Lanes {
-		c, err := js.Consumer(context.Background(), p.Stream.Name, l.Name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cc, err := c.Consume(func(m jetstream.Msg) {
-			if err := m.Ack(); err != nil {
-				b.Error(err)
-			}
-			if sp.Tick() == total {
-				close(done)
-			}
-		}, jetstream.PullMaxMessages(500))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cc.Stop()
-	}
-	<-done
-	return sp.Rate()
-}
-
 // BenchmarkDrain: the runtime with a no-op handler against the minimal
 // pull-and-ack loops and nats.go's Consume (a standing request of 500,
 // fire-and-forget acks: what orbit.go's pcgroups runs), draining the same
@@ -126,7 +96,7 @@ func BenchmarkDrain(b *testing.B) {
 					case "standing":
 						standing = append(standing, drainRaw(b, s.URL(), p, tc.perLane, true))
 					case "consume":
-						con = append(con, drainConsume(b, js, p, tc.perLane))
+						con = append(con, worktest.DrainConsume(b, js, p, tc.perLane))
 					case "work":
 						wk = append(wk, worktest.Drain(b, s.URL(), p, tc.lanes*tc.perLane, nil))
 					}
@@ -271,7 +241,7 @@ func BenchmarkDrainReplicated(b *testing.B) {
 			i++
 			p := worktest.Backlog(b, js, fmt.Sprintf("repl%d", i), lanes, perLane, func(d *planner.Design) { d.Stream.Replicas = 3 })
 			if kind == "consume" {
-				con = append(con, drainConsume(b, js, p, perLane))
+				con = append(con, worktest.DrainConsume(b, js, p, perLane))
 			} else {
 				wk = append(wk, worktest.Drain(b, url, p, lanes*perLane, nil))
 			}

@@ -83,7 +83,7 @@ type Config struct {
 	Timeout time.Duration
 	// Relist is how often the stream's consumer count is checked, and a
 	// listing of the lanes runs when it changed; a full listing runs every
-	// Relist, or every 10 ms per consumer of the stream when that is
+	// Relist, or every 30 ms per consumer of the stream when that is
 	// longer. Advisories and apply's lock also trigger a listing at once.
 	// Default DefaultRelist.
 	Relist time.Duration

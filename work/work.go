@@ -527,11 +527,13 @@ func (w *Worker) listLanes(ctx context.Context) error {
 }
 
 // fullListPerConsumer paces the full listings when nothing says the lanes
-// changed: every Relist, or every 10 ms per consumer of the stream when
-// that is longer (16,384 lanes: every 2 min 44 s). A listing makes the
-// server sort every consumer of the stream and read its state; at 16,384
-// lanes one every 10 s took a third of its CPU with the lanes idle.
-const fullListPerConsumer = 10 * time.Millisecond
+// changed: every Relist, or every 30 ms per consumer of the stream when
+// that is longer (4,096 lanes: about 2 minutes; 16,384: about 8). A
+// listing makes the server sort every consumer of the stream and read its
+// state: at 16,384 lanes, one every 10 s took a third of its CPU with the
+// lanes idle. Advisories, apply's lock and the count check (checkLanes)
+// see changes sooner; the full listing is what catches the rest.
+const fullListPerConsumer = 30 * time.Millisecond
 
 // checkLanes runs every Relist between full listings: it compares the
 // stream's consumer count (one stream info request) with the last

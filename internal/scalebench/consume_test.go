@@ -3,16 +3,11 @@
 package scalebench
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
 	"github.com/lanes-dev/lanes/internal/worktest"
-	"github.com/lanes-dev/lanes/planner"
 )
 
 // BenchmarkScaleDrain16VsConsume: the bar on 16 serial lanes. The
@@ -54,7 +49,7 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 				if kind == "work" {
 					wk = append(wk, measure(kind, lanes*perLane, func() float64 { return worktest.Drain(b, srv.url, p, lanes*perLane, nil) }))
 				} else {
-					con = append(con, measure(kind, lanes*perLane, func() float64 { return drainConsume(b, js, p, perLane) }))
+					con = append(con, measure(kind, lanes*perLane, func() float64 { return worktest.DrainConsume(b, js, p, perLane) }))
 				}
 				worktest.DropStream(b, js, p.Stream.Name)
 			}
@@ -71,38 +66,4 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 		"CPU per message (µs, medians): work server %.1f client %.1f, consume server %.1f client %.1f",
 		perLane, m(wk), m(con), m(wk)/m(con), wk, con,
 		m(cpus["work-server"]), m(cpus["work-client"]), m(cpus["consume-server"]), m(cpus["consume-client"]))
-}
-
-// drainConsume is the standing-pull loop of nats.go's Consume, one per
-// lane on one connection, with fire-and-forget acks: what orbit.go's
-// pcgroups runs for each member of a static group (500 messages asked at a
-// time). A copy of the one in work/bench_ext_test.go.
-func drainConsume(b *testing.B, js jetstream.JetStream, p *planner.Plan, perLane int) float64 {
-	var sp worktest.Span
-	total := int64(perLane * len(p.Lanes))
-	done := make(chan struct{})
-	for _, l := range p.Lanes {
-		c, err := js.Consumer(context.Background(), p.Stream.Name, l.Name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cc, err := c.Consume(func(m jetstream.Msg) {
-			if err := m.Ack(); err != nil {
-				b.Error(err)
-			}
-			if sp.Tick() == total {
-				close(done)
-			}
-		}, jetstream.PullMaxMessages(500))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cc.Stop()
-	}
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		b.Fatal("Consume loop: not drained in 5 minutes")
-	}
-	return sp.Rate()
 }

@@ -128,3 +128,38 @@ func RunUntil(b *testing.B, url string, p *planner.Plan, h work.Handler, done <-
 		b.Fatal(err)
 	}
 }
+
+// DrainConsume drains p's backlog (perLane messages on each lane) with
+// nats.go's Consume, one per lane on js's connection, acks fire and
+// forget, and returns messages per second: the standing-pull loop
+// orbit.go's pcgroups runs for each member of a static group (500
+// messages asked at a time), which the runtime's drain is held against.
+func DrainConsume(b *testing.B, js jetstream.JetStream, p *planner.Plan, perLane int) float64 {
+	var sp Span
+	total := int64(perLane * len(p.Lanes))
+	done := make(chan struct{})
+	for _, l := range p.Lanes {
+		c, err := js.Consumer(context.Background(), p.Stream.Name, l.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cc, err := c.Consume(func(m jetstream.Msg) {
+			if err := m.Ack(); err != nil {
+				b.Error(err)
+			}
+			if sp.Tick() == total {
+				close(done)
+			}
+		}, jetstream.PullMaxMessages(500))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Stop()
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatal("Consume loop: not drained in 5 minutes")
+	}
+	return sp.Rate()
+}
