@@ -291,6 +291,18 @@ func loadPlan(c *cli.Context, io *IO) (*planner.Plan, error) {
 // planWithWarnings plans a design; warnings go to stderr.
 func planWithWarnings(d planner.Design, io *IO) (*planner.Plan, error) {
 	p, err := planner.New(d)
+	return withWarnings(p, err, io)
+}
+
+// outlineWithWarnings is planWithWarnings without the lanes
+// (planner.Outline).
+func outlineWithWarnings(d planner.Design, io *IO) (*planner.Plan, error) {
+	p, err := planner.Outline(d)
+	return withWarnings(p, err, io)
+}
+
+// withWarnings prints a plan's warnings on stderr.
+func withWarnings(p *planner.Plan, err error, io *IO) (*planner.Plan, error) {
 	if err != nil {
 		return nil, err
 	}

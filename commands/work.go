@@ -215,7 +215,7 @@ func workTarget(c *cli.Context, io *IO) (stream, design string, err error) {
 		return "", "", err
 	}
 	if d.Subject != "" {
-		p, err := planWithWarnings(d, io)
+		p, err := outlineWithWarnings(d, io)
 		if err != nil {
 			return "", "", err
 		}

@@ -207,17 +207,22 @@ func (w *Worker) run(ctx context.Context) error {
 	if w.replicas, err = w.checkServer(ctx); err != nil {
 		return err
 	}
+	// The first listing, the longest step at thousands of lanes (16,384:
+	// about 0.7 s), runs while the membership is opened and watched.
+	defer w.stopFollowingApplies()
+	firstListing := make(chan error, 1)
+	go func() { firstListing <- w.listLanes(ctx) }()
 	sctx, cancel := w.ctx(ctx)
 	kv, err := membership.Open(sctx, w.js, w.cfg.Bucket, w.replicas)
 	cancel()
 	if err != nil {
+		<-firstListing
 		return err
 	}
 	w.setKV(kv)
 	defer w.watchSkips()()       // before any lane is taken: a lane knows a pending skip before its first message
 	defer w.watchQuarantines()() // likewise: no message of a quarantined key runs
-	defer w.stopFollowingApplies()
-	if err := w.listLanes(ctx); err != nil {
+	if err := <-firstListing; err != nil {
 		return err
 	}
 	w.warnSettings()
