@@ -655,6 +655,7 @@ func (w *Worker) rebalance() {
 		}
 	}
 	var took, gave []string
+	var starting []*lane
 	for name, l := range w.running {
 		if !mine[name] && !l.releasing() {
 			l.requestRelease()
@@ -675,6 +676,11 @@ func (w *Worker) rebalance() {
 		l := newLane(w, w.lanes[name], s)
 		w.running[name] = l
 		took = append(took, name)
+		starting = append(starting, l)
+	}
+	// Started once all are set up: 16,384 lanes starting one by one would
+	// run beside this loop and wait for its lock.
+	for _, l := range starting {
 		go func() {
 			l.run()
 			w.whenDone(l)
