@@ -88,14 +88,16 @@ func (r Records) Take(ctx context.Context, lane string, rec LaneServer, members 
 }
 
 // TakeKnown is Take from a record read earlier (e, nil: there was none;
-// from Snapshot): no read first. A record changed since makes the write
-// fail, and Take then reads it and tries again.
+// from Snapshot): no read first when the lane is free by it. Only a take
+// trusts the earlier read: a record changed since makes the write fail,
+// and a lane held by it may have been handed over since, so both are read
+// again (Take).
 func (r Records) TakeKnown(ctx context.Context, lane string, e jetstream.KeyValueEntry, rec LaneServer, members map[string]string) (*Claim, string, error) {
-	c, holder, err := r.take(ctx, lane, e, rec, members)
-	if c == nil && err == nil && holder == conflicted {
+	c, _, err := r.take(ctx, lane, e, rec, members)
+	if c == nil && err == nil {
 		return r.Take(ctx, lane, rec, members)
 	}
-	return c, holder, err
+	return c, "", err
 }
 
 // conflicted is take's holder when its write found the record changed.

@@ -166,3 +166,19 @@ func TestStandingRequestShorterThanAckDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestManyLanesTakenFromASnapshot: an instance taking snapshotFrom lanes
+// or more reads their records in one go; every lane is served, and a
+// second instance then takes its share from the first's hand-overs.
+func TestManyLanesTakenFromASnapshot(t *testing.T) {
+	t.Parallel()
+	const lanes = 2 * snapshotFrom
+	s, _, _, p := setup(t, "orders", lanes)
+	h := HandlerFunc(func(context.Context, *Msg) error { return nil })
+	a := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, h)
+	testutil.WaitFor(t, "every lane taken by a", time.Minute, func() bool { return a.w.Stats().Serving == lanes })
+	b := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "b"}, h)
+	testutil.WaitFor(t, "the lanes split between a and b", time.Minute, func() bool {
+		return settled(p, lanes/2, lanes/2, a, b) && a.w.Stats().Serving+b.w.Stats().Serving == lanes
+	})
+}
