@@ -98,6 +98,35 @@ func TestTransformPlacedUnmapRoundTrip(t *testing.T) {
 	}
 }
 
+// StoredKey reads the key back from a stored subject, and refuses one of
+// another shape (the worker reads every message's key with it).
+func TestStoredKey(t *testing.T) {
+	one := mustPlan(t, seed())
+	two := mustPlan(t, Design{Name: "d", Subject: "tenants.*.devices.*.events.*", KeyTokens: []int{2, 1}, Partitions: 12})
+	for _, tc := range []struct {
+		p      *Plan
+		stored string
+		key    string
+		ok     bool
+	}{
+		{one, "msgs.received_from.n8.7.alice", "alice", true},
+		{two, "tenants.n12.3.acme.devices.pump-1.events.temperature", "pump-1.acme", true},
+		{one, "msgs.received_from.n8.7", "", false},
+		{one, "msgs.received_from.n8.7.alice.extra", "", false},
+		{one, "msgs.sent_to.n8.7.alice", "", false},
+		{one, "", "", false},
+		{two, "tenants.n12.3.acme.devices.pump-1.events", "", false},
+	} {
+		key, ok := tc.p.Layout.StoredKey(tc.stored)
+		if key != tc.key || ok != tc.ok {
+			t.Errorf("StoredKey(%q) = %q, %v; want %q, %v", tc.stored, key, ok, tc.key, tc.ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { one.Layout.StoredKey("msgs.received_from.n8.7.alice") }); n != 0 {
+		t.Errorf("a one-token key costs %v allocations, want none", n)
+	}
+}
+
 func TestPlaceLines(t *testing.T) {
 	p := mustPlan(t, seed())
 	a := NewAssigner(p)

@@ -439,29 +439,32 @@ func (l *Layout) PartitionOfFilter(filter string) (int, bool) {
 }
 
 // storedWildcards reads the wildcard tokens of a stored (partitioned)
-// subject: wild[i-1] is wildcard(i), "" when the destination drops it.
-func (l *Layout) storedWildcards(stored string) ([]string, bool) {
-	toks := strings.Split(stored, ".")
-	if len(toks) != len(l.destTokens) {
-		return nil, false
-	}
-	wild := make([]string, len(l.wildPos))
+// subject into wild (one per wildcard): wild[i-1] is wildcard(i), "" when
+// the destination drops it. It walks the subject in place, since the
+// worker reads every message's key with it.
+func (l *Layout) storedWildcards(stored string, wild []string) bool {
+	rest := stored
 	for i, t := range l.destTokens {
-		switch {
-		case t.kind == destLiteral && toks[i] != t.literal:
-			return nil, false
-		case t.kind == destWildcard:
-			wild[t.wild-1] = toks[i]
+		tok, more, found := strings.Cut(rest, ".")
+		if found != (i < len(l.destTokens)-1) {
+			return false // more or fewer tokens than the destination
 		}
+		switch {
+		case t.kind == destLiteral && tok != t.literal:
+			return false
+		case t.kind == destWildcard:
+			wild[t.wild-1] = tok
+		}
+		rest = more
 	}
-	return wild, true
+	return true
 }
 
 // Unmap rebuilds the published subject from a stored (partitioned) one; ok
 // is false when stored does not have this layout's shape.
 func (l *Layout) Unmap(stored string) (string, bool) {
-	wild, ok := l.storedWildcards(stored)
-	if !ok {
+	wild := make([]string, len(l.wildPos))
+	if !l.storedWildcards(stored, wild) {
 		return "", false
 	}
 	out := append([]string(nil), l.srcTokens...)
@@ -478,9 +481,17 @@ func (l *Layout) Unmap(stored string) (string, bool) {
 // by '.', and false when the subject does not have this layout's shape. It
 // lets inspect name the key a stuck or misplaced message belongs to.
 func (l *Layout) StoredKey(stored string) (string, bool) {
-	wild, ok := l.storedWildcards(stored)
-	if !ok {
+	var buf [8]string
+	wild := buf[:0]
+	if len(l.wildPos) > len(buf) {
+		wild = make([]string, 0, len(l.wildPos))
+	}
+	wild = wild[:len(l.wildPos)]
+	if !l.storedWildcards(stored, wild) {
 		return "", false
+	}
+	if len(l.KeyTokens) == 1 {
+		return wild[l.KeyTokens[0]-1], true
 	}
 	parts := make([]string, len(l.KeyTokens))
 	for i, k := range l.KeyTokens {

@@ -369,11 +369,8 @@ var errLaneGone = errors.New("lane deleted")
 
 // seqOf is a delivery's stream sequence (0 if it has none).
 func seqOf(m *nats.Msg) uint64 {
-	meta, err := m.Metadata()
-	if err != nil {
-		return 0
-	}
-	return meta.Sequence.Stream
+	d, _ := parseDelivery(m.Reply)
+	return d.seq
 }
 
 // pinned checks a delivery's pin: the session's deliveries all carry one
@@ -442,26 +439,26 @@ func (k *keyed) pinTakenElsewhere() bool {
 // redelivery replaces the delivery held for it.
 func (k *keyed) deliver(m *nats.Msg) {
 	l := k.l
-	meta, err := m.Metadata()
-	if err != nil {
-		l.w.log.Warn("not a JetStream delivery", "lane", l.name, "subject", m.Subject, "error", err)
+	d, ok := parseDelivery(m.Reply)
+	if !ok {
+		l.w.log.Warn("not a JetStream delivery", "lane", l.name, "subject", m.Subject, "reply", m.Reply)
 		return
 	}
 	// The last delivery, not the highest: a lane's deliveries come in
 	// order, and after a reset (CONSUMER.RESET: lanes rewind, lanes skip)
 	// its delivery sequence begins again at 1.
-	k.lastDseq = meta.Sequence.Consumer
+	k.lastDseq = d.dseq
 	now := time.Now()
-	if h, ok := k.bySeq[meta.Sequence.Stream]; ok {
+	if h, ok := k.bySeq[d.seq]; ok {
 		h.m, h.got, h.heard = m, now, now
-		h.msg = l.message(m, meta)
+		h.msg = l.message(m, d)
 		if h.running || h.settling != nil {
 			return
 		}
 		k.dispatch(h.key)
 		return
 	}
-	msg := l.message(m, meta)
+	msg := l.message(m, d)
 	h := &held{key: msg.Key, seq: msg.Seq, m: m, msg: msg, got: now, heard: now}
 	k.bySeq[h.seq] = h
 	q := k.keys[h.key]
@@ -496,7 +493,7 @@ func (k *keyed) start(h *held) {
 	h.running, h.cancel, h.started = true, cancel, time.Now()
 	k.running++
 	if k.running == 1 {
-		l.stats.begin()
+		l.stats.begin(time.Now())
 	}
 	m, msg := h.m, h.msg
 	reply := k.ackReply(h.seq)

@@ -60,38 +60,54 @@ type lane struct {
 	switching   chan struct{} // its keys in flight went from 1 to more, or back: settle, serve the new way
 	resyncs     chan struct{} // a reconnect or a new leader: deliveries may have been lost (key-parallel lanes begin again)
 	skipc       chan struct{} // a skip request came for the lane (skip.go)
-	resetPast   uint64        // a serial lane's consumer was reset past this message: a delivery of it is dropped
-	windowAt    time.Time     // when the record last got the window (key-parallel)
-	done        chan struct{}
+	// ctl is poked by every control signal above but kick (and by a
+	// release, a lost record and the worker's abort), so that a serial
+	// lane waits on a few channels, not on each (see serve).
+	ctl        chan struct{}
+	stopPoking func() bool
+	checkDue   chan struct{} // a serial lane's watchdog: look whether its request still waits (see serve)
+	resetPast  uint64        // a serial lane's consumer was reset past this message: a delivery of it is dropped
+	windowAt   time.Time     // when the record last got the window (key-parallel)
+	done       chan struct{}
 
-	// abort is the worker's, per lane: each message's context is a child
-	// of it, so that lanes do not contend for the worker's one.
+	// abort is the worker's, per lane: it ends the running message's
+	// context (see handle). Each message's context is a child of values,
+	// abort's values without its cancel, so that starting one registers
+	// nothing with a parent that lanes would contend for.
 	abort       context.Context
 	abortCancel context.CancelFunc
+	values      context.Context
 
-	// The in-progress ack timer, one per lane, armed while a handler runs.
-	wpi *time.Timer
+	// The in-progress ack timer, one per lane, armed while the lane runs
+	// messages.
+	wpi *progressTimer
 	cur atomic.Pointer[inflight]
 }
 
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
 		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), resyncs: make(chan struct{}, 1), lost: make(chan struct{}),
-		skipc: make(chan struct{}, 1)}
+		skipc: make(chan struct{}, 1), ctl: make(chan struct{}, 1), checkDue: make(chan struct{}, 1)}
 	l.info.Store(info)
 	l.abort, l.abortCancel = context.WithCancel(w.abort)
+	l.values = context.WithoutCancel(l.abort)
+	l.stopPoking = context.AfterFunc(l.abort, func() {
+		signal(l.ctl)
+		if f := l.cur.Load(); f != nil {
+			f.cancel(context.Cause(l.abort))
+		}
+	})
 	if w.skips.pending(l.name) != nil {
-		signal(l.skipc) // asked before the lane was taken
+		l.poke(l.skipc) // asked before the lane was taken
 	}
 	l.epoch, l.lapsed = w.fence().Current()
-	l.wpi = time.AfterFunc(time.Hour, l.progress)
-	l.wpi.Stop()
+	l.wpi = newProgressTimer(l.progress)
 	return l
 }
 
 // resume wakes the lane to send a new pull request: after its consumer was
 // resumed.
-func (l *lane) resume() { signal(l.repull) }
+func (l *lane) resume() { l.poke(l.repull) }
 
 // relost wakes the lane after a reconnect or a new leader for it: the
 // requests that waited at the server are gone, and so may be deliveries
@@ -100,15 +116,21 @@ func (l *lane) resume() { signal(l.repull) }
 // its session again, running nothing until it is in sync.
 func (l *lane) relost() {
 	signal(l.repull)
-	signal(l.resyncs)
+	l.poke(l.resyncs)
 }
 
 // remode makes the lane settle what it has out and serve again, serial or
 // key-parallel as its keys in flight now say.
-func (l *lane) remode() { signal(l.switching) }
+func (l *lane) remode() { l.poke(l.switching) }
 
 // wake makes a lane waiting for its holder's hand-over try again.
 func (l *lane) wake() { signal(l.kick) }
+
+// poke signals c, and the lane's control channel.
+func (l *lane) poke(c chan struct{}) {
+	signal(c)
+	signal(l.ctl)
+}
 
 func signal(c chan struct{}) {
 	select {
@@ -117,7 +139,12 @@ func signal(c chan struct{}) {
 	}
 }
 
-func (l *lane) requestRelease() { l.releaseOnce.Do(func() { close(l.release) }) }
+func (l *lane) requestRelease() {
+	l.releaseOnce.Do(func() {
+		close(l.release)
+		signal(l.ctl)
+	})
+}
 
 func (l *lane) releasing() bool {
 	select {
@@ -159,6 +186,7 @@ func (l *lane) writeRecordLocked(change func(*membership.LaneServer)) error {
 		l.lostOnce.Do(func() {
 			l.w.log.Warn("the lane's record was taken by another instance: giving the lane up", "lane", l.name)
 			close(l.lost)
+			signal(l.ctl)
 		})
 	}
 	return err
@@ -188,7 +216,8 @@ func (l *lane) recordProgress() {
 func (l *lane) run() {
 	defer close(l.done)
 	defer l.abortCancel()
-	defer l.wpi.Stop()
+	defer l.stopPoking()
+	defer l.wpi.stop()
 	if !l.take() {
 		return
 	}
@@ -311,8 +340,12 @@ func (l *lane) serve() bool {
 	}
 	p.standing, p.busyFor = standingBatch, busyFor(info)
 	l.ask(p)
+	// The watchdog pokes ctl rather than being waited on: a goroutine
+	// waiting on a timer's channel puts the timer in the runtime's heap
+	// and takes it out again each time, which a draining lane would pay
+	// once a message.
 	every := p.checkEvery()
-	watchdog := time.NewTicker(every)
+	watchdog := time.AfterFunc(every, func() { l.poke(l.checkDue) })
 	defer watchdog.Stop()
 	expiry, _ := w.pullPace()
 	pinCheck := newPinCheck(info.group != "", expiry+5*time.Second)
@@ -338,46 +371,27 @@ func (l *lane) serve() bool {
 			continue
 		default:
 		}
+		// Few cases, since a select costs per case each time the lane
+		// waits, which a draining lane does once a message: the control
+		// signals all poke ctl, and control tells them apart.
 		select {
-		case <-l.release:
-			l.finish(p)
-			return true
-		case <-w.abort.Done():
-			l.finish(p)
-			return true
-		case <-l.lapsed:
-			l.abandon(p)
-			return false
-		case <-l.lost:
-			l.abandon(p)
-			return false
 		case m := <-p.ch:
 			if !l.on(p, event{m, p.note(m)}) {
 				return l.standing() != membership.Lapsed
 			}
-		case <-watchdog.C:
-			if p.sub != nil {
-				l.ensure(p)
+		case <-l.ctl:
+			if end, ok := l.control(p); end {
+				return ok
 			}
-		case <-l.switching:
-			l.finish(p)
-			l.switchedNow = true
-			return true
-		case <-l.skipc:
-			l.skipIdle(p)
-		case <-l.repull:
-			// nats-server (2.11-2.15) does not wake the requests already
-			// waiting when a paused consumer is resumed through the API; a
-			// new request does. A reconnect or a new consumer leader loses
-			// them: ask at once, rather than after three missed heartbeats.
-			// The last ack, sent without waiting for its answer, may have
-			// been lost with them: it goes again (a repeated ack does
-			// nothing), while the lane is surely still this instance's.
-			if p.lastAck != nil && l.standing() == membership.Held && w.nc.IsConnected() {
-				_ = p.lastAck.Respond([]byte("+ACK"))
-				p.lastAck = nil
+			if received(l.checkDue) {
+				if p.sub != nil {
+					l.ensure(p)
+				}
+				watchdog.Reset(every)
 			}
-			l.ask(p)
+		case <-l.lapsed:
+			l.abandon(p)
+			return false
 		case <-pinCheck.c():
 			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == membership.Held {
 				w.unpin(l.name, g)
@@ -385,6 +399,53 @@ func (l *lane) serve() bool {
 			}
 			pinCheck.next(p.pinID == "")
 		}
+	}
+}
+
+// control acts on the signals that poked a serial lane's ctl. end: serve
+// ends, and returns ok.
+func (l *lane) control(p *puller) (end, ok bool) {
+	w := l.w
+	if l.standing() == membership.Lapsed {
+		l.abandon(p)
+		return true, false
+	}
+	if l.releasing() || w.abort.Err() != nil {
+		l.finish(p)
+		return true, true
+	}
+	if received(l.switching) {
+		l.finish(p)
+		l.switchedNow = true
+		return true, true
+	}
+	if received(l.skipc) {
+		l.skipIdle(p)
+	}
+	if received(l.repull) {
+		// nats-server (2.11-2.15) does not wake the requests already
+		// waiting when a paused consumer is resumed through the API; a
+		// new request does. A reconnect or a new consumer leader loses
+		// them: ask at once, rather than after three missed heartbeats.
+		// The last ack, sent without waiting for its answer, may have
+		// been lost with them: it goes again (a repeated ack does
+		// nothing), while the lane is surely still this instance's.
+		if p.lastAck != nil && l.standing() == membership.Held && w.nc.IsConnected() {
+			_ = p.lastAck.Respond([]byte("+ACK"))
+			p.lastAck = nil
+		}
+		l.ask(p)
+	}
+	return false, false
+}
+
+// received takes a signal from c, if one waits.
+func received(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -426,11 +487,11 @@ func (l *lane) on(p *puller, e event) bool {
 	w := l.w
 	switch e.ev {
 	case evMessage:
-		switch {
-		case l.standing() == membership.Lapsed:
+		switch st := l.standing(); {
+		case st == membership.Lapsed:
 			l.abandon(p, 1) // another instance may hold the lane and run it: drop it unrun
 			return false
-		case l.releasing() || w.abort.Err() != nil || l.standing() == membership.Left:
+		case l.releasing() || w.abort.Err() != nil || st == membership.Left:
 			l.finish(p, e.m) // delivered as the lane was handed over: give it back
 			return false
 		}
@@ -550,8 +611,13 @@ func (f *inflight) ours() bool {
 // answered for 70% of the deadline, the handler is stopped before the
 // message can be redelivered beside it.
 func (l *lane) progress() {
+	l.wpi.fired()
 	f := l.cur.Load()
 	if f == nil {
+		return // the lane is idle: its next message arms the timer again
+	}
+	if early := f.every - time.Since(f.started); early > 0 {
+		l.wpi.by(time.Now(), early) // armed for an earlier message
 		return
 	}
 	_, err := l.w.nc.Request(f.m.Reply, []byte("+WPI"), f.every/2)
@@ -564,7 +630,7 @@ func (l *lane) progress() {
 		go l.recordSlow(f)
 	}
 	if l.cur.Load() == f {
-		l.wpi.Reset(f.every)
+		l.wpi.by(time.Now(), f.every)
 	}
 }
 
@@ -594,7 +660,7 @@ func (l *lane) clearSlow(f *inflight) {
 }
 
 // message is what the handler gets of a delivery.
-func (l *lane) message(m *nats.Msg, meta *nats.MsgMetadata) *Msg {
+func (l *lane) message(m *nats.Msg, d delivery) *Msg {
 	info := l.info.Load()
 	msg := &Msg{
 		Stream:    l.w.cfg.Stream,
@@ -602,9 +668,9 @@ func (l *lane) message(m *nats.Msg, meta *nats.MsgMetadata) *Msg {
 		Partition: info.partition,
 		Subject:   m.Subject,
 		Key:       info.keyOf(m.Subject),
-		Seq:       meta.Sequence.Stream,
-		Attempt:   int(meta.NumDelivered),
-		Published: meta.Timestamp,
+		Seq:       d.seq,
+		Attempt:   d.attempt,
+		Published: d.published,
 		Header:    m.Header,
 		Data:      m.Data,
 		Instance:  l.w.cfg.Instance,
@@ -619,13 +685,13 @@ func (l *lane) message(m *nats.Msg, meta *nats.MsgMetadata) *Msg {
 func (l *lane) process(p *puller, m *nats.Msg) bool {
 	w := l.w
 	info := l.info.Load()
-	meta, err := m.Metadata()
-	if err != nil {
-		w.log.Warn("not a JetStream delivery", "lane", l.name, "subject", m.Subject, "error", err)
+	d, ok := parseDelivery(m.Reply)
+	if !ok {
+		w.log.Warn("not a JetStream delivery", "lane", l.name, "subject", m.Subject, "reply", m.Reply)
 		l.ask(p)
 		return true
 	}
-	msg := l.message(m, meta)
+	msg := l.message(m, d)
 	p.busy = true // messages are coming: a standing request from now on (see puller)
 	if l.skipDelivery(p, m, msg) {
 		l.recordProgress()
@@ -635,10 +701,8 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 		l.recordProgress()
 		return p.sub != nil // its key is quarantined: parked or held, not run
 	}
-	start := time.Now()
 	f, err := l.handle(info, m, msg)
-	took := time.Since(start)
-	l.stats.done(took)
+	took := time.Since(f.started)
 	l.clearSlow(f)
 	p.drain()
 
@@ -646,10 +710,10 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	// the next message goes to the new owner; otherwise the request for
 	// the next message goes out with the ack. A lane whose epoch lapsed
 	// still acks (the handler succeeded) but pulls nothing more.
-	switch {
-	case l.standing() == membership.Lapsed:
+	switch st := l.standing(); {
+	case st == membership.Lapsed:
 		l.abandon(p)
-	case l.releasing() || w.abort.Err() != nil || l.standing() == membership.Left:
+	case l.releasing() || w.abort.Err() != nil || st == membership.Left:
 		l.finish(p)
 	default:
 		l.ensure(p)
@@ -657,6 +721,7 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	if !l.settle(p, f, msg, info, err) && p.sub != nil {
 		l.resync(p)
 	}
+	l.stats.done(took) // after the ack, which the next message waits for
 	l.recordProgress()
 	return p.sub != nil
 }
@@ -684,20 +749,23 @@ func (l *lane) resync(p *puller) {
 func (l *lane) handle(info *laneInfo, m *nats.Msg, msg *Msg) (f *inflight, err error) {
 	w := l.w
 	deadline := info.deadline(msg.Attempt)
-	f = &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: time.Now(), usual: time.Duration(l.stats.usual.Load()),
+	now := time.Now()
+	f = &inflight{m: m, seq: msg.Seq, attempt: msg.Attempt, started: now, usual: time.Duration(l.stats.usual.Load()),
 		deadline: deadline, every: max(deadline/5, 20*time.Millisecond)}
-	f.confirmed.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithCancelCause(l.abort)
+	f.confirmed.Store(now.UnixNano())
+	ctx, cancel := context.WithCancelCause(l.values)
 	defer cancel(nil)
 	f.cancel = cancel
 	l.cur.Store(f)
-	if !w.cfg.NoProgressAcks {
-		l.wpi.Reset(f.every)
+	if l.abort.Err() != nil {
+		cancel(context.Cause(l.abort)) // aborted before the message was current
 	}
-	l.stats.begin()
+	if !w.cfg.NoProgressAcks {
+		l.wpi.by(now, f.every)
+	}
+	l.stats.begin(now)
 	defer func() {
 		l.cur.Store(nil)
-		l.wpi.Stop()
 		l.stats.end()
 	}()
 	return f, l.untilItRuns(ctx, msg)

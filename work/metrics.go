@@ -30,8 +30,8 @@ type laneStats struct {
 	hist        prometheus.Observer               // nil without metrics
 }
 
-func (s *laneStats) begin() { s.since.Store(time.Now().UnixNano()) }
-func (s *laneStats) end()   { s.since.Store(0) }
+func (s *laneStats) begin(now time.Time) { s.since.Store(now.UnixNano()) }
+func (s *laneStats) end()                { s.since.Store(0) }
 
 func (s *laneStats) done(took time.Duration) {
 	if s.hist != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,11 +64,13 @@ func (e *skippedError) Unwrap() error { return ErrSkipped }
 type skipBook struct {
 	mu     sync.Mutex
 	byLane map[string]*membership.SkipEntry
+	kept   atomic.Int64 // requests in byLane: none (the usual case) costs a message nothing
 }
 
 func (b *skipBook) set(lane string, e *membership.SkipEntry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer func() { b.kept.Store(int64(len(b.byLane))) }()
 	if b.byLane == nil {
 		b.byLane = map[string]*membership.SkipEntry{}
 	}
@@ -80,6 +83,9 @@ func (b *skipBook) set(lane string, e *membership.SkipEntry) {
 
 // pending is the lane's request if it still waits for its outcome.
 func (b *skipBook) pending(lane string) *membership.SkipEntry {
+	if b.kept.Load() == 0 {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e := b.byLane[lane]; e != nil && e.Pending() {
@@ -124,7 +130,7 @@ func (w *Worker) skipAsked(name string, e *membership.SkipEntry) {
 		l.w.log.Info("stopping the handler: the message is skipped", "lane", name, "seq", e.Seq, "by", e.By)
 		f.cancel(skipCause(e))
 	}
-	signal(l.skipc)
+	l.poke(l.skipc)
 }
 
 // skipReason is what a skipped message's term or park says.
