@@ -141,3 +141,21 @@ func BenchmarkAssign(b *testing.B) {
 		})
 	}
 }
+
+// A log line names up to 16 lanes, and counts the rest.
+func TestFewNames(t *testing.T) {
+	var names []string
+	for i := range 40 {
+		names = append(names, fmt.Sprintf("orders-n40-%02d", i))
+	}
+	if got := fewNames(names[:16]); len(got) != 16 || got[15] != "orders-n40-15" {
+		t.Fatalf("16 names: %v", got)
+	}
+	got := fewNames(names)
+	if len(got) != 13 || got[11] != "orders-n40-11" || got[12] != "and 28 more" {
+		t.Fatalf("40 names: %v", got)
+	}
+	if names[12] != "orders-n40-12" {
+		t.Fatal("the caller's slice was changed")
+	}
+}

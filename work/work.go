@@ -504,11 +504,11 @@ func (w *Worker) listLanes(ctx context.Context) error {
 	}
 	if len(added) > 0 {
 		slices.Sort(added)
-		w.log.Info("new lanes", "lanes", added)
+		w.log.Info("new lanes", "count", len(added), "lanes", fewNames(added))
 	}
 	if len(gone) > 0 {
 		slices.Sort(gone)
-		w.log.Info("lanes gone", "lanes", gone)
+		w.log.Info("lanes gone", "count", len(gone), "lanes", fewNames(gone))
 	}
 	for name, why := range refused {
 		if _, ok := w.refused[name]; !ok && w.joined {
@@ -690,8 +690,18 @@ func (w *Worker) rebalance() {
 	if len(took) > 0 || len(gave) > 0 {
 		slices.Sort(took)
 		slices.Sort(gave)
-		w.log.Info("rebalanced", "members", len(members), "serving", len(mine), "took", took, "gave", gave)
+		w.log.Info("rebalanced", "members", len(members), "serving", len(mine), "took", fewNames(took), "gave", fewNames(gave))
 	}
+}
+
+// fewNames is lane names for a log line: all of them up to 16, else the
+// first 12 and how many more (at 16,384 lanes a line naming them all
+// would be 300 KB).
+func fewNames(names []string) []string {
+	if len(names) <= 16 {
+		return names
+	}
+	return append(slices.Clip(names[:12]), fmt.Sprintf("and %d more", len(names)-12))
 }
 
 // whenDone wakes the control loop once a lane has stopped, so that a lane
