@@ -504,11 +504,11 @@ func (w *Worker) listLanes(ctx context.Context) error {
 	}
 	if len(added) > 0 {
 		slices.Sort(added)
-		w.log.Info("new lanes", "count", len(added), "lanes", fewNames(added))
+		w.log.Info("new lanes", "lanes", fewNames(added))
 	}
 	if len(gone) > 0 {
 		slices.Sort(gone)
-		w.log.Info("lanes gone", "count", len(gone), "lanes", fewNames(gone))
+		w.log.Info("lanes gone", "lanes", fewNames(gone))
 	}
 	for name, why := range refused {
 		if _, ok := w.refused[name]; !ok && w.joined {
