@@ -182,3 +182,36 @@ func TestManyLanesTakenFromASnapshot(t *testing.T) {
 		return settled(p, lanes/2, lanes/2, a, b) && a.w.Stats().Serving+b.w.Stats().Serving == lanes
 	})
 }
+
+// TestLaneRecreatedIsServedAgain: a lane deleted and created again under
+// the same name (a repartition back to an earlier partition count) before
+// the worker's next listing is served again. Before, the worker kept it
+// as deleted for as long as listings found it, and served it never.
+func TestLaneRecreatedIsServedAgain(t *testing.T) {
+	t.Parallel()
+	s, _, js, p := setup(t, "orders", 1)
+	var rec recorder
+	w := startWorker(t, s.URL(), Config{Stream: p.Stream.Name, Design: p.Design.Name, Instance: "a"}, rec.handler("a", nil))
+	publishKeys(t, js, p, 1, 1)
+	testutil.WaitFor(t, "the first message handled", 20*time.Second, func() bool { return len(rec.seqs()) == 1 })
+
+	ctx := context.Background()
+	lane := p.Lanes[0].Name
+	if err := js.DeleteConsumer(ctx, p.Stream.Name, lane); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the worker told the lane was deleted", 20*time.Second, func() bool {
+		w.w.mu.Lock()
+		defer w.w.mu.Unlock()
+		_, deleted := w.w.deletedLanes[lane]
+		return deleted
+	})
+	var cfg jetstream.ConsumerConfig
+	natstest.Convert(t, p.Consumers[0], &cfg)
+	cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, 2
+	if _, err := js.CreateConsumer(ctx, p.Stream.Name, cfg); err != nil {
+		t.Fatal(err)
+	}
+	publishKeys(t, js, p, 1, 1)
+	testutil.WaitFor(t, "the recreated lane's message handled", 30*time.Second, func() bool { return len(rec.seqs()) == 2 })
+}

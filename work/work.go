@@ -95,7 +95,7 @@ type Worker struct {
 	refused      map[string]string
 	members      map[string]string // live instance -> its epoch
 	layouts      map[string]*planner.Layout
-	deletedLanes map[string]bool // reported deleted by the server, not yet by a listing
+	deletedLanes map[string]time.Time // reported deleted by the server (when), not yet by a listing
 	joined       bool
 	serving      atomic.Int64 // lanes running here (len(running)), read by pullPace
 	lanesChanged bool         // a listing added or dropped lanes: rebalance
@@ -152,7 +152,7 @@ func New(js jetstream.JetStream, cfg Config, h Handler) (*Worker, error) {
 		refused:      map[string]string{},
 		members:      map[string]string{},
 		layouts:      map[string]*planner.Layout{},
-		deletedLanes: map[string]bool{},
+		deletedLanes: map[string]time.Time{},
 	}
 	w.abort, w.abortFn = context.WithCancel(context.Background())
 	if cfg.Metrics != nil {
@@ -467,6 +467,7 @@ func (w *Worker) applyMember(ev membership.MemberEvent) bool {
 // listLanes reads the design's lanes; lanes the server could not report
 // (a cluster leader not answering) keep their last known settings.
 func (w *Worker) listLanes(ctx context.Context) error {
+	began := time.Now()
 	ll, err := listLanes(ctx, w.api, w.cfg.Stream, w.cfg.Design, w.layouts, serverAtLeast(w.nc.ConnectedServerVersion(), 2, 11), w.replicas)
 	if jsapi.IsStreamNotFound(err) {
 		ll, err = &lanesListing{found: map[string]*laneInfo{}, refused: map[string]string{}}, nil
@@ -497,9 +498,18 @@ func (w *Worker) listLanes(ctx context.Context) error {
 			gone = append(gone, name)
 		}
 	}
-	for name := range w.deletedLanes {
-		if _, ok := found[name]; !ok {
+	for name, at := range w.deletedLanes {
+		_, listed := found[name]
+		switch {
+		case !listed:
 			delete(w.deletedLanes, name)
+		case began.After(at):
+			// Listed by a listing begun after the server said it was
+			// deleted: a new consumer of that name (a repartition back to
+			// an earlier partition count recreates its lanes). Served
+			// again.
+			delete(w.deletedLanes, name)
+			w.lanesChanged = true
 		}
 	}
 	if len(added) > 0 {
@@ -584,7 +594,7 @@ func (w *Worker) relistSoon() {
 // every instance moves on at the next listing, not at its own view.
 func (w *Worker) laneDeleted(name string) {
 	w.mu.Lock()
-	w.deletedLanes[name] = true
+	w.deletedLanes[name] = time.Now()
 	w.mu.Unlock()
 	w.relistSoon()
 }
@@ -665,7 +675,10 @@ func (w *Worker) rebalance() {
 		}
 	}
 	for name := range mine {
-		if _, ok := w.running[name]; ok || w.deletedLanes[name] {
+		if _, ok := w.running[name]; ok {
+			continue
+		}
+		if _, deleted := w.deletedLanes[name]; deleted {
 			continue
 		}
 		s := w.stats[name]
