@@ -25,9 +25,17 @@ func (c *Cluster) WaitForJetStream() {
 			waitForJetStream(c.t, s.ClientURL())
 		}
 	}
-	// Right after start-up, route reconnections can still move the meta
-	// leadership; a request caught in the move times out. Wait until one
-	// leader that sees every running node has held for a moment.
+	c.waitLeaderSeesAll(running)
+}
+
+// waitLeaderSeesAll waits until one meta leader that sees every running
+// node online has held for a moment. Right after start-up, route
+// reconnections can still move the meta leadership (a request caught in
+// the move times out), and a route closed and opened again marks its node
+// offline at the leader until the node's next stats: an R3 stream created
+// then fails with "no suitable peers for placement, peer offline".
+func (c *Cluster) waitLeaderSeesAll(running int) {
+	c.t.Helper()
 	const settled = 750 * time.Millisecond
 	deadline := time.Now().Add(30 * time.Second)
 	leader, since := "", time.Now()
@@ -115,6 +123,9 @@ func (c *Cluster) placeOnAll() {
 		_, err := js.CreateStream(ctx, cfg)
 		cancel()
 		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// The route pool's connections can still come and go after
+			// the probe, each taking its node offline for a moment.
+			c.waitLeaderSeesAll(len(c.Servers))
 			return
 		}
 		if time.Now().After(deadline) {
