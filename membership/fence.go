@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ type Fence struct {
 	until  time.Time     // monotonic: the epoch's lease cannot have run out before this
 	left   bool          // the instance left the membership: no more pulls
 	lapsed chan struct{} // closed when the epoch ends without a leave
+	ended  context.Context
+	end    context.CancelFunc // ends ended as lapsed is closed
 	timer  *time.Timer
 
 	// now is a copy of the fields above, replaced (under mu) at each
@@ -56,6 +59,7 @@ func margin(lease time.Duration) time.Duration { return max(lease/10, 100*time.M
 // NewFence is the fence of a lease of the given length, with no epoch yet.
 func NewFence(lease time.Duration) *Fence {
 	f := &Fence{margin: margin(lease), lapsed: make(chan struct{})}
+	f.ended, f.end = context.WithCancel(context.Background())
 	f.publish()
 	return f
 }
@@ -67,6 +71,7 @@ func (f *Fence) begin(epoch string, sent time.Time, lease time.Duration) {
 	defer f.mu.Unlock()
 	f.stopTimer()
 	f.epoch, f.left, f.lapsed = epoch, false, make(chan struct{})
+	f.ended, f.end = context.WithCancel(context.Background())
 	f.extendLocked(sent, lease)
 	f.publish()
 }
@@ -105,6 +110,7 @@ func (f *Fence) lapse(epoch string, lapsed chan struct{}) {
 	}
 	f.stopTimer()
 	close(f.lapsed)
+	f.end()
 }
 
 // lose ends the current epoch at once: its key is known to be gone.
@@ -131,6 +137,15 @@ func (f *Fence) Current() (string, <-chan struct{}) {
 	return f.epoch, f.lapsed
 }
 
+// CurrentContext returns the epoch and a context that ends when it lapses,
+// with its Done closed with Current's channel: context.AfterFunc on it
+// runs a function at the lapse, with no goroutine waiting for it.
+func (f *Fence) CurrentContext() (string, context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch, f.ended
+}
+
 // Standing is what lanes taken under an epoch may still do.
 type Standing int
 
@@ -148,10 +163,14 @@ const (
 )
 
 // Check says where lanes taken under epoch stand.
-func (f *Fence) Check(epoch string) Standing {
+func (f *Fence) Check(epoch string) Standing { return f.CheckAt(epoch, time.Now()) }
+
+// CheckAt is Check as of now, a time just read: a lane reads the clock
+// once for the several checks it makes of one message.
+func (f *Fence) CheckAt(epoch string, now time.Time) Standing {
 	st := f.now.Load()
 	switch {
-	case epoch == "" || epoch != st.epoch || closed(st.lapsed) || !time.Now().Before(st.until):
+	case epoch == "" || epoch != st.epoch || closed(st.lapsed) || !now.Before(st.until):
 		return Lapsed
 	case st.left:
 		return Left

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -12,6 +13,7 @@ func TestFenceStanding(t *testing.T) {
 	}
 	f.begin("e1", time.Now(), 2*time.Second)
 	e1, lapsed1 := f.Current()
+	_, ended1 := f.CurrentContext()
 	if e1 != "e1" || !f.Holds("e1") || f.Holds("e0") {
 		t.Fatalf("after begin: epoch %q, holds e1 %v", e1, f.Holds("e1"))
 	}
@@ -34,12 +36,26 @@ func TestFenceStanding(t *testing.T) {
 		t.Error("begin closed the old epoch's lapsed channel: lanes of e1 would take it for a lapse")
 	default:
 	}
+	if ended1.Err() != nil {
+		t.Error("begin ended the old epoch's context")
+	}
 	_, lapsed2 := f.Current()
+	e2, ended2 := f.CurrentContext()
+	ran := make(chan struct{})
+	context.AfterFunc(ended2, func() { close(ran) })
 	f.lose()
 	select {
 	case <-lapsed2:
 	default:
 		t.Fatal("lose did not end the epoch")
+	}
+	if e2 != "e2" || ended2.Err() == nil {
+		t.Fatalf("lose did not end the epoch's context (%q)", e2)
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a function waiting on the epoch's context did not run at the lapse")
 	}
 	if f.Holds("e2") {
 		t.Error("a lost epoch still holds")
@@ -56,6 +72,7 @@ func TestFenceStanding(t *testing.T) {
 	sent := time.Now()
 	f.begin("e3", sent, 2*time.Second)
 	_, lapsed3 := f.Current()
+	_, ended3 := f.CurrentContext()
 	if !f.Holds("e3") {
 		t.Fatal("a fresh epoch does not hold")
 	}
@@ -69,6 +86,9 @@ func TestFenceStanding(t *testing.T) {
 	case <-lapsed3:
 	case <-time.After(5 * time.Second):
 		t.Fatal("an unrenewed epoch's channel did not close")
+	}
+	if ended3.Err() == nil {
+		t.Error("the lapse closed the epoch's channel, but did not end its context")
 	}
 }
 

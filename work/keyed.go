@@ -241,6 +241,10 @@ func (l *lane) keyedSession() (bool, error) {
 		case <-l.lost:
 			return end(false, nil)
 		case m := <-p.ch:
+			if m == nil {
+				p.nudge.woke() // key-parallel lanes wait on every signal: a nudge says nothing more
+				continue
+			}
 			if err := k.on(event{m, p.note(m)}); err != nil {
 				return end(l.standing() != membership.Lapsed, err)
 			}
@@ -776,7 +780,7 @@ func (k *keyed) tick() error {
 		l.ensure(k.p)
 	}
 	l.recordWindow(k.window(), false)
-	l.recordProgress()
+	l.recordProgress(time.Now())
 	return nil
 }
 

@@ -34,9 +34,10 @@ type lane struct {
 	info  atomic.Pointer[laneInfo]
 	stats *laneStats
 
-	// epoch is the membership epoch the lane is served under, lapsed
-	// closed when it ends (see fence).
+	// epoch is the membership epoch the lane is served under, ended
+	// when it ends (see fence), and lapsed its Done.
 	epoch  string
+	ended  context.Context
 	lapsed <-chan struct{}
 	// The lane's record: claim is written under recMu (by the lane's
 	// goroutine, and by the in-progress ack timer for a long message);
@@ -61,11 +62,14 @@ type lane struct {
 	resyncs     chan struct{} // a reconnect or a new leader: deliveries may have been lost (key-parallel lanes begin again)
 	skipc       chan struct{} // a skip request came for the lane (skip.go)
 	// ctl is poked by every control signal above but kick (and by a
-	// release, a lost record and the worker's abort), so that a serial
-	// lane waits on a few channels, not on each (see serve).
+	// release, a lost record, the worker's abort and the serial lane's
+	// timers), so that a serial lane waits on its inbox alone, nudged
+	// (inbox) while it waits there (see serve).
 	ctl        chan struct{}
+	inbox      atomic.Pointer[nudger]
 	stopPoking func() bool
 	checkDue   chan struct{} // a serial lane's watchdog: look whether its request still waits (see serve)
+	pinDue     chan struct{} // a serial lane's pin check is due (see pinCheck)
 	resetPast  uint64        // a serial lane's consumer was reset past this message: a delivery of it is dropped
 	windowAt   time.Time     // when the record last got the window (key-parallel)
 	done       chan struct{}
@@ -87,12 +91,12 @@ type lane struct {
 func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	l := &lane{w: w, name: info.name, since: time.Now(), stats: stats, release: make(chan struct{}), done: make(chan struct{}),
 		repull: make(chan struct{}, 1), kick: make(chan struct{}, 1), switching: make(chan struct{}, 1), resyncs: make(chan struct{}, 1), lost: make(chan struct{}),
-		skipc: make(chan struct{}, 1), ctl: make(chan struct{}, 1), checkDue: make(chan struct{}, 1)}
+		skipc: make(chan struct{}, 1), ctl: make(chan struct{}, 1), checkDue: make(chan struct{}, 1), pinDue: make(chan struct{}, 1)}
 	l.info.Store(info)
 	l.abort, l.abortCancel = context.WithCancel(w.abort)
 	l.values = context.WithoutCancel(l.abort)
 	l.stopPoking = context.AfterFunc(l.abort, func() {
-		signal(l.ctl)
+		l.wakeServe()
 		if f := l.cur.Load(); f != nil {
 			f.cancel(context.Cause(l.abort))
 		}
@@ -100,7 +104,8 @@ func newLane(w *Worker, info *laneInfo, stats *laneStats) *lane {
 	if w.skips.pending(l.name) != nil {
 		l.poke(l.skipc) // asked before the lane was taken
 	}
-	l.epoch, l.lapsed = w.fence().Current()
+	l.epoch, l.ended = w.fence().CurrentContext()
+	l.lapsed = l.ended.Done()
 	l.wpi = newProgressTimer(l.progress)
 	return l
 }
@@ -129,7 +134,16 @@ func (l *lane) wake() { signal(l.kick) }
 // poke signals c, and the lane's control channel.
 func (l *lane) poke(c chan struct{}) {
 	signal(c)
+	l.wakeServe()
+}
+
+// wakeServe signals the lane's control channel, and wakes a serial lane
+// waiting on its inbox.
+func (l *lane) wakeServe() {
 	signal(l.ctl)
+	if n := l.inbox.Load(); n != nil {
+		n.nudge()
+	}
 }
 
 func signal(c chan struct{}) {
@@ -142,7 +156,7 @@ func signal(c chan struct{}) {
 func (l *lane) requestRelease() {
 	l.releaseOnce.Do(func() {
 		close(l.release)
-		signal(l.ctl)
+		l.wakeServe()
 	})
 }
 
@@ -157,13 +171,16 @@ func (l *lane) releasing() bool {
 
 // standing says what the lane may still do under its epoch; a lane whose
 // record another instance took has lapsed, whatever its epoch.
-func (l *lane) standing() membership.Standing {
+func (l *lane) standing() membership.Standing { return l.standingAt(time.Now()) }
+
+// standingAt is standing as of now, a time just read.
+func (l *lane) standingAt(now time.Time) membership.Standing {
 	select {
 	case <-l.lost:
 		return membership.Lapsed
 	default:
 	}
-	return l.w.fence().Check(l.epoch)
+	return l.w.fence().CheckAt(l.epoch, now)
 }
 
 // writeRecord rewrites the lane's record with change, if this instance
@@ -186,7 +203,7 @@ func (l *lane) writeRecordLocked(change func(*membership.LaneServer)) error {
 		l.lostOnce.Do(func() {
 			l.w.log.Warn("the lane's record was taken by another instance: giving the lane up", "lane", l.name)
 			close(l.lost)
-			signal(l.ctl)
+			l.wakeServe()
 		})
 	}
 	return err
@@ -196,12 +213,12 @@ func (l *lane) writeRecordLocked(change func(*membership.LaneServer)) error {
 // every RecordEvery at most, in the background: the lane goes on with its
 // next message meanwhile. Nothing is written while the connection is down,
 // or while another write of the record is under way.
-func (l *lane) recordProgress() {
+func (l *lane) recordProgress(now time.Time) {
 	seq := l.processed.Load()
-	if seq == l.recordedSeq || time.Since(l.recorded) < RecordEvery || !l.w.nc.IsConnected() || !l.recMu.TryLock() {
+	if seq == l.recordedSeq || now.Sub(l.recorded) < RecordEvery || !l.w.nc.IsConnected() || !l.recMu.TryLock() {
 		return
 	}
-	l.recorded, l.recordedSeq = time.Now(), seq
+	l.recorded, l.recordedSeq = now, seq
 	go func() {
 		defer l.recMu.Unlock()
 		if err := l.writeRecordLocked(func(r *membership.LaneServer) { r.Processed = max(r.Processed, seq) }); err != nil && !errors.Is(err, membership.ErrClaimLost) {
@@ -339,16 +356,25 @@ func (l *lane) serve() bool {
 		return true
 	}
 	p.standing, p.busyFor = standingBatch, busyFor(info)
+	// The lane waits on its inbox alone, since a select costs per case
+	// each time the lane waits, which a draining lane does once a
+	// message: every control signal pokes ctl and nudges the inbox with a
+	// nil message, and the loop looks at ctl before each wait.
+	l.inbox.Store(p.nudge)
+	defer l.inbox.Store(nil)
+	stopLapse := context.AfterFunc(l.ended, l.wakeServe)
+	defer stopLapse()
+	received(l.checkDue) // left by an earlier serve
+	received(l.pinDue)
 	l.ask(p)
-	// The watchdog pokes ctl rather than being waited on: a goroutine
+	// The watchdog pokes rather than being waited on: a goroutine
 	// waiting on a timer's channel puts the timer in the runtime's heap
-	// and takes it out again each time, which a draining lane would pay
-	// once a message.
+	// and takes it out again each time.
 	every := p.checkEvery()
 	watchdog := time.AfterFunc(every, func() { l.poke(l.checkDue) })
 	defer watchdog.Stop()
 	expiry, _ := w.pullPace()
-	pinCheck := newPinCheck(info.group != "", expiry+5*time.Second)
+	pinCheck := newPinCheck(info.group != "", expiry+5*time.Second, func() { l.poke(l.pinDue) })
 	defer pinCheck.stop()
 	for {
 		if d := p.checkEvery(); d != every {
@@ -361,25 +387,7 @@ func (l *lane) serve() bool {
 			}
 			continue
 		}
-		// A delivery already here is taken without the full select below,
-		// whose cost grows with its cases.
-		select {
-		case m := <-p.ch:
-			if !l.on(p, event{m, p.note(m)}) {
-				return l.standing() != membership.Lapsed
-			}
-			continue
-		default:
-		}
-		// Few cases, since a select costs per case each time the lane
-		// waits, which a draining lane does once a message: the control
-		// signals all poke ctl, and control tells them apart.
-		select {
-		case m := <-p.ch:
-			if !l.on(p, event{m, p.note(m)}) {
-				return l.standing() != membership.Lapsed
-			}
-		case <-l.ctl:
+		if received(l.ctl) {
 			if end, ok := l.control(p); end {
 				return ok
 			}
@@ -389,15 +397,26 @@ func (l *lane) serve() bool {
 				}
 				watchdog.Reset(every)
 			}
-		case <-l.lapsed:
+			if received(l.pinDue) {
+				if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == membership.Held {
+					w.unpin(l.name, g)
+					l.ask(p)
+				}
+				pinCheck.next(p.pinID == "")
+			}
+			continue // more may have come meanwhile
+		}
+		if received(l.lapsed) {
 			l.abandon(p)
 			return false
-		case <-pinCheck.c():
-			if g := l.info.Load().group; g != "" && p.pinID == "" && p.sub != nil && l.standing() == membership.Held {
-				w.unpin(l.name, g)
-				l.ask(p)
-			}
-			pinCheck.next(p.pinID == "")
+		}
+		m := <-p.ch
+		if m == nil {
+			p.nudge.woke()
+			continue
+		}
+		if now := time.Now(); !l.onAt(p, event{m, p.noteAt(m, now)}, now) {
+			return l.standing() != membership.Lapsed
 		}
 	}
 }
@@ -440,7 +459,7 @@ func (l *lane) control(p *puller) (end, ok bool) {
 }
 
 // received takes a signal from c, if one waits.
-func received(c chan struct{}) bool {
+func received(c <-chan struct{}) bool {
 	select {
 	case <-c:
 		return true
@@ -464,8 +483,11 @@ func (l *lane) ask(p *puller) {
 }
 
 // ensure sends a pull request unless a live one waits (see puller.ensure).
-func (l *lane) ensure(p *puller) {
-	if p.live() || !l.mayPull(p) {
+func (l *lane) ensure(p *puller) { l.ensureAt(p, time.Now()) }
+
+// ensureAt is ensure as of now, a time just read.
+func (l *lane) ensureAt(p *puller, now time.Time) {
+	if p.liveAt(now) || !l.mayPullAt(p, now) {
 		return
 	}
 	p.group = l.info.Load().group
@@ -474,8 +496,10 @@ func (l *lane) ensure(p *puller) {
 	}
 }
 
-func (l *lane) mayPull(p *puller) bool {
-	if l.standing() != membership.Held || !l.w.nc.IsConnected() {
+func (l *lane) mayPull(p *puller) bool { return l.mayPullAt(p, time.Now()) }
+
+func (l *lane) mayPullAt(p *puller, now time.Time) bool {
+	if l.standingAt(now) != membership.Held || !l.w.nc.IsConnected() {
 		p.outstanding = false
 		return false
 	}
@@ -483,11 +507,14 @@ func (l *lane) mayPull(p *puller) bool {
 }
 
 // on acts on one inbox event; false ends the lane.
-func (l *lane) on(p *puller, e event) bool {
+func (l *lane) on(p *puller, e event) bool { return l.onAt(p, e, time.Now()) }
+
+// onAt is on as of now, a time read as the event came.
+func (l *lane) onAt(p *puller, e event, now time.Time) bool {
 	w := l.w
 	switch e.ev {
 	case evMessage:
-		switch st := l.standing(); {
+		switch st := l.standingAt(now); {
 		case st == membership.Lapsed:
 			l.abandon(p, 1) // another instance may hold the lane and run it: drop it unrun
 			return false
@@ -495,7 +522,7 @@ func (l *lane) on(p *puller, e event) bool {
 			l.finish(p, e.m) // delivered as the lane was handed over: give it back
 			return false
 		}
-		return l.process(p, e.m)
+		return l.process(p, e.m, now)
 	case evEnded:
 		if p.busy && p.left == p.standing {
 			p.busy = false // a standing request that brought nothing: the lane is idle
@@ -681,8 +708,10 @@ func (l *lane) message(m *nats.Msg, d delivery) *Msg {
 	return msg
 }
 
-// process runs one message and settles it; false ends the lane.
-func (l *lane) process(p *puller, m *nats.Msg) bool {
+// process runs one message, which came at now, and settles it; false ends
+// the lane. The clock is read as the message comes, as its handler starts
+// and as it ends, each reading serving the checks made then.
+func (l *lane) process(p *puller, m *nats.Msg, now time.Time) bool {
 	w := l.w
 	info := l.info.Load()
 	d, ok := parseDelivery(m.Reply)
@@ -694,35 +723,37 @@ func (l *lane) process(p *puller, m *nats.Msg) bool {
 	msg := l.message(m, d)
 	p.busy = true // messages are coming: a standing request from now on (see puller)
 	if l.skipDelivery(p, m, msg) {
-		l.recordProgress()
+		l.recordProgress(time.Now())
 		return p.sub != nil // skipped, not run
 	}
 	if l.quarantineDelivery(p, m, msg) {
-		l.recordProgress()
+		l.recordProgress(time.Now())
 		return p.sub != nil // its key is quarantined: parked or held, not run
 	}
 	f, err := l.handle(info, m, msg)
-	took := time.Since(f.started)
+	end := time.Now()
+	took := end.Sub(f.started)
 	l.clearSlow(f)
-	p.drain()
+	p.drainAt(end)
 
 	// A lane that is being handed over stops pulling before the ack, so
 	// the next message goes to the new owner; otherwise the request for
 	// the next message goes out with the ack. A lane whose epoch lapsed
 	// still acks (the handler succeeded) but pulls nothing more.
-	switch st := l.standing(); {
+	st := l.standingAt(end)
+	switch {
 	case st == membership.Lapsed:
 		l.abandon(p)
 	case l.releasing() || w.abort.Err() != nil || st == membership.Left:
 		l.finish(p)
 	default:
-		l.ensure(p)
+		l.ensureAt(p, end)
 	}
-	if !l.settle(p, f, msg, info, err) && p.sub != nil {
+	if !l.settle(p, f, msg, info, err, st) && p.sub != nil {
 		l.resync(p)
 	}
 	l.stats.done(took) // after the ack, which the next message waits for
-	l.recordProgress()
+	l.recordProgress(end)
 	return p.sub != nil
 }
 
@@ -794,11 +825,11 @@ func (l *lane) try(ctx context.Context, msg *Msg) (err error) {
 
 // settle acks, naks, terminates or parks the message as the handler's
 // result says; false when an ack could not be confirmed.
-func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr error) bool {
+func (l *lane) settle(p *puller, f *inflight, msg *Msg, info *laneInfo, herr error, st membership.Standing) bool {
 	w := l.w
 	m := f.m
 	if herr == nil {
-		if l.quickAck(p, info) {
+		if l.quickAck(p, info, st) {
 			// No leader change can lose an applied ack here: the next
 			// delivery is proof enough that it was applied (max ack
 			// pending 1), and nothing waits for an answer.
@@ -920,8 +951,9 @@ func (l *lane) nak(f *inflight, info *laneInfo, attempt int, want time.Duration)
 // (a new leader that never got the ack redelivers the message after its
 // successor ran), so a replicated lane waits for it; so does a lane being
 // handed over (its next owner starts after the answer) or given up.
-func (l *lane) quickAck(p *puller, info *laneInfo) bool {
-	return !info.replicated && p.sub != nil && !l.releasing() && l.w.abort.Err() == nil && l.standing() == membership.Held
+// st is the lane's standing, read just before.
+func (l *lane) quickAck(p *puller, info *laneInfo, st membership.Standing) bool {
+	return !info.replicated && p.sub != nil && !l.releasing() && l.w.abort.Err() == nil && st == membership.Held
 }
 
 // confirm sends an ack (or term) and waits for the server's answer, which
@@ -961,25 +993,22 @@ type pinCheck struct {
 	until time.Time
 }
 
-func newPinCheck(pinned bool, window time.Duration) *pinCheck {
+// newPinCheck calls due at each check, on the timer's goroutine.
+func newPinCheck(pinned bool, window time.Duration, due func()) *pinCheck {
 	pc := &pinCheck{every: 2 * time.Second, until: time.Now().Add(window)}
 	if pinned {
-		pc.t = time.NewTimer(pc.every)
+		pc.t = time.AfterFunc(pc.every, due)
 	}
 	return pc
-}
-
-func (pc *pinCheck) c() <-chan time.Time {
-	if pc.t == nil {
-		return nil
-	}
-	return pc.t.C
 }
 
 // next re-arms the check while the lane still has no pin and the window
 // is open; the last check comes at its end.
 func (pc *pinCheck) next(pinless bool) {
 	left := time.Until(pc.until)
+	if pc.t == nil {
+		return
+	}
 	if !pinless || left <= 0 {
 		pc.stop()
 		pc.t = nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,6 +41,7 @@ type puller struct {
 	busy     bool // the lane is draining: ask with a standing request
 	sub      *nats.Subscription
 	ch       chan *nats.Msg
+	nudge    *nudger     // wakes a serial lane waiting on ch
 	acks     uint64      // confirmed acks asked so far
 	timer    *time.Timer // reused for ack answers
 
@@ -99,6 +101,7 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, pace func()
 		ch:        make(chan *nats.Msg, 64+4*batch),
 		timer:     time.NewTimer(time.Hour),
 	}
+	p.nudge = &nudger{ch: p.ch}
 	p.timer.Stop()
 	var err error
 	p.sub, err = nc.ChanSubscribe(inbox+".*", p.ch)
@@ -107,6 +110,31 @@ func newPuller(nc *nats.Conn, apiPrefix, stream, lane, group string, pace func()
 	}
 	return p, nil
 }
+
+// nudger wakes a serial lane waiting on its inbox, the one channel its
+// loop waits on (see lane.serve): a control signal sends a nil message,
+// at most one at a time, so that the inbox keeps its room for what the
+// server sends. Whoever reads the nil from the inbox calls woke.
+type nudger struct {
+	ch      chan *nats.Msg
+	pending atomic.Bool
+}
+
+// nudge wakes the lane, unless a nudge already waits for it. A full inbox
+// is not nudged: the lane looks at its control signals after each message
+// it takes from it.
+func (n *nudger) nudge() {
+	if n.pending.CompareAndSwap(false, true) {
+		select {
+		case n.ch <- nil:
+		default:
+			n.pending.Store(false)
+		}
+	}
+}
+
+// woke: the nudge was taken from the inbox; the next one is sent.
+func (n *nudger) woke() { n.pending.Store(false) }
 
 // request sends a new pull request: a standing one while the lane is
 // busy, else an idle one.
@@ -153,8 +181,10 @@ func (p *puller) ensure() error {
 
 // live: a request waits at the server that is not about to end, and the
 // server has not been silent for three of its heartbeats.
-func (p *puller) live() bool {
-	now := time.Now()
+func (p *puller) live() bool { return p.liveAt(time.Now()) }
+
+// liveAt is live as of now, a time just read.
+func (p *puller) liveAt(now time.Time) bool {
 	return p.outstanding && p.expires.Sub(now) > min(time.Second, p.expiry/4) && (p.heartbeat == 0 || now.Sub(p.lastHeard) < 3*p.heartbeat)
 }
 
@@ -193,11 +223,14 @@ func pace(expiry time.Duration, lanes int) (time.Duration, time.Duration) {
 
 // note reads one inbox message and updates the request state.
 // Deliveries carry the message's own subject; statuses come on <inbox>.p.
-func (p *puller) note(m *nats.Msg) pullEvent {
+func (p *puller) note(m *nats.Msg) pullEvent { return p.noteAt(m, time.Now()) }
+
+// noteAt is note for a message that came at now.
+func (p *puller) noteAt(m *nats.Msg, now time.Time) pullEvent {
 	if strings.HasPrefix(m.Subject, p.ackPrefix) {
 		return evAckAnswer
 	}
-	p.lastHeard = time.Now()
+	p.lastHeard = now
 	status := m.Header.Get("Status")
 	if status == "" && len(m.Reply) > 0 {
 		p.left--
@@ -263,6 +296,10 @@ func (p *puller) confirm(m *nats.Msg, body []byte, timeout time.Duration, reconn
 	for {
 		select {
 		case a := <-p.ch:
+			if a == nil {
+				p.nudge.woke() // the lane looks at what nudged it after the ack
+				continue
+			}
 			if a.Subject == want {
 				return nil
 			}
@@ -307,6 +344,9 @@ func (p *puller) stop() []*nats.Msg {
 	for {
 		select {
 		case m := <-p.ch:
+			if m == nil {
+				continue // a nudge: the lane is ending
+			}
 			if !strings.HasPrefix(m.Subject, p.ackPrefix) && m.Header.Get("Status") == "" && len(m.Reply) > 0 {
 				left = append(left, m)
 			}
@@ -325,9 +365,10 @@ func (p *puller) detach(left []*nats.Msg) (*puller, []*nats.Msg) {
 			left = append(left, e.m)
 		}
 	}
-	d := &puller{nc: p.nc, pullReply: p.pullReply, ackPrefix: p.ackPrefix, sub: p.sub, ch: p.ch,
+	d := &puller{nc: p.nc, pullReply: p.pullReply, ackPrefix: p.ackPrefix, sub: p.sub, ch: p.ch, nudge: p.nudge,
 		outstanding: true, expires: p.expires}
 	p.sub, p.ch, p.queued, p.outstanding = nil, make(chan *nats.Msg, 1), nil, false
+	p.nudge = &nudger{ch: p.ch}
 	return d, left
 }
 
@@ -346,6 +387,9 @@ func (p *puller) linger(done context.Context) {
 	for p.outstanding {
 		select {
 		case m := <-p.ch:
+			if m == nil {
+				continue // a nudge for the lane that let it go
+			}
 			ev := p.note(m)
 			if ev == evMessage {
 				_ = m.Respond([]byte("-NAK"))
@@ -370,11 +414,18 @@ type event struct {
 // drain reads what piled up in the channel while a handler ran (heartbeats,
 // the end of an expired request), so the request state is current before
 // the ack. Anything the lane loop must act on is queued for it.
-func (p *puller) drain() {
+func (p *puller) drain() { p.drainAt(time.Now()) }
+
+// drainAt is drain as of now, a time just read.
+func (p *puller) drainAt(now time.Time) {
 	for {
 		select {
 		case m := <-p.ch:
-			if ev := p.note(m); ev != evHeartbeat && ev != evEnded && ev != evAckAnswer {
+			if m == nil {
+				p.nudge.woke() // the lane looks at what nudged it before it waits
+				continue
+			}
+			if ev := p.noteAt(m, now); ev != evHeartbeat && ev != evEnded && ev != evAckAnswer {
 				p.queued = append(p.queued, event{m, ev})
 			}
 		default:

@@ -4,6 +4,7 @@ package scalebench
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/lanes-dev/lanes/internal/natstest"
@@ -44,6 +45,9 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 				kinds[0], kinds[1] = kinds[1], kinds[0]
 			}
 			for _, kind := range kinds {
+				if only := os.Getenv("LANES_SCALE_ONLY"); only != "" && only != kind {
+					continue // profiling one side: -cpuprofile
+				}
 				i++
 				p := worktest.Backlog(b, js, fmt.Sprintf("vs%d", i), lanes, perLane)
 				if kind == "work" {
@@ -55,7 +59,12 @@ func BenchmarkScaleDrain16VsConsume(b *testing.B) {
 			}
 		}
 	}
-	m := worktest.Median
+	m := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0 // LANES_SCALE_ONLY ran the other side only
+		}
+		return worktest.Median(v)
+	}
 	b.ReportMetric(m(wk), "work-msgs/s")
 	b.ReportMetric(m(con), "consume-msgs/s")
 	b.ReportMetric(m(wk)/m(con), "x-consume")
