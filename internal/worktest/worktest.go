@@ -22,21 +22,46 @@ import (
 
 // Span records the first and the last of n events; Rate is the events
 // between them per second, so start-up costs are left out on both sides.
+// With Total set, it also records when the tenth and the ninth tenth of
+// the events came, for Middle.
 type Span struct {
+	Total       int64
 	n           atomic.Int64
 	first, last atomic.Int64
+	t10, t90    atomic.Int64
 }
 
 func (s *Span) Tick() int64 {
 	now := time.Now().UnixNano()
 	s.first.CompareAndSwap(0, now)
 	s.last.Store(now)
-	return s.n.Add(1)
+	n := s.n.Add(1)
+	switch n {
+	case s.Total / 10:
+		s.t10.Store(now)
+	case s.Total - s.Total/10:
+		s.t90.Store(now)
+	}
+	return n
 }
 
 func (s *Span) Rate() float64 {
 	return float64(s.n.Load()-1) / (time.Duration(s.last.Load() - s.first.Load())).Seconds()
 }
+
+// Middle is the events per second from the tenth event in ten to the
+// ninth: a drain's steady state, without the lanes' start (which a few
+// messages may already overlap) and the tail of the lanes ending last.
+func (s *Span) Middle() float64 {
+	n := s.Total - s.Total/10 - s.Total/10
+	return float64(n) / time.Duration(s.t90.Load()-s.t10.Load()).Seconds()
+}
+
+// Rates is a drain's messages per second: from its first message to its
+// last (Full), and over its middle eight tenths (Middle, see Span).
+type Rates struct{ Full, Middle float64 }
+
+func (s *Span) Rates() Rates { return Rates{s.Rate(), s.Middle()} }
 
 // Backlog creates a design with lanes lanes and stores perLane messages in
 // each, and returns its plan.
@@ -73,7 +98,12 @@ func DropStream(b *testing.B, js jetstream.JetStream, name string) {
 // Drain drains the same backlog with a Worker running inner (nil:
 // a no-op handler) and returns messages per second.
 func Drain(b *testing.B, url string, p *planner.Plan, total int, inner work.Handler) float64 {
-	var sp Span
+	return DrainRates(b, url, p, total, inner).Full
+}
+
+// DrainRates is Drain with its steady state too.
+func DrainRates(b *testing.B, url string, p *planner.Plan, total int, inner work.Handler) Rates {
+	sp := Span{Total: int64(total)}
 	done := make(chan struct{})
 	h := work.HandlerFunc(func(ctx context.Context, m *work.Msg) error {
 		if inner != nil {
@@ -87,7 +117,7 @@ func Drain(b *testing.B, url string, p *planner.Plan, total int, inner work.Hand
 		return nil
 	})
 	RunUntil(b, url, p, h, done)
-	return sp.Rate()
+	return sp.Rates()
 }
 
 // Median is the middle of v.
@@ -135,8 +165,13 @@ func RunUntil(b *testing.B, url string, p *planner.Plan, h work.Handler, done <-
 // orbit.go's pcgroups runs for each member of a static group (500
 // messages asked at a time), which the runtime's drain is held against.
 func DrainConsume(b *testing.B, js jetstream.JetStream, p *planner.Plan, perLane int) float64 {
-	var sp Span
+	return DrainConsumeRates(b, js, p, perLane).Full
+}
+
+// DrainConsumeRates is DrainConsume with its steady state too.
+func DrainConsumeRates(b *testing.B, js jetstream.JetStream, p *planner.Plan, perLane int) Rates {
 	total := int64(perLane * len(p.Lanes))
+	sp := Span{Total: total}
 	done := make(chan struct{})
 	for _, l := range p.Lanes {
 		c, err := js.Consumer(context.Background(), p.Stream.Name, l.Name)
@@ -161,5 +196,5 @@ func DrainConsume(b *testing.B, js jetstream.JetStream, p *planner.Plan, perLane
 	case <-time.After(5 * time.Minute):
 		b.Fatal("Consume loop: not drained in 5 minutes")
 	}
-	return sp.Rate()
+	return sp.Rates()
 }
