@@ -522,7 +522,7 @@ func (l *lane) onAt(p *puller, e event, now time.Time) bool {
 			l.finish(p, e.m) // delivered as the lane was handed over: give it back
 			return false
 		}
-		return l.process(p, e.m, now)
+		return l.process(p, e.m)
 	case evEnded:
 		if p.busy && p.left == p.standing {
 			p.busy = false // a standing request that brought nothing: the lane is idle
@@ -708,10 +708,10 @@ func (l *lane) message(m *nats.Msg, d delivery) *Msg {
 	return msg
 }
 
-// process runs one message, which came at now, and settles it; false ends
-// the lane. The clock is read as the message comes, as its handler starts
-// and as it ends, each reading serving the checks made then.
-func (l *lane) process(p *puller, m *nats.Msg, now time.Time) bool {
+// process runs one message and settles it; false ends the lane. The
+// clock is read as the message comes (onAt), as its handler starts and as
+// it ends, each reading serving the checks made then.
+func (l *lane) process(p *puller, m *nats.Msg) bool {
 	w := l.w
 	info := l.info.Load()
 	d, ok := parseDelivery(m.Reply)
