@@ -45,4 +45,5 @@
 //	LANES_SCALE_MSGS=N                        messages per drain (default 100,000 up to
 //	                                          1,024 lanes, 20,000 up to 4,096, 2 per lane above)
 //	LANES_SCALE_ROUNDS=5                      rounds of BenchmarkScaleDrain16VsConsume
+//	LANES_SCALE_ONLY=work|consume             run one side of it only (for -cpuprofile)
 package scalebench
