@@ -242,7 +242,7 @@ func (l *lane) keyedSession() (bool, error) {
 			return end(false, nil)
 		case m := <-p.ch:
 			if m == nil {
-				p.nudge.woke() // key-parallel lanes wait on every signal: a nudge says nothing more
+				p.nudge.woke() // only the serial loop is nudged (lane.inbox); this loop waits on every signal anyway
 				continue
 			}
 			if err := k.on(event{m, p.note(m)}); err != nil {

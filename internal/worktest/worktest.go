@@ -52,9 +52,14 @@ func (s *Span) Rate() float64 {
 // Middle is the events per second from the tenth event in ten to the
 // ninth: a drain's steady state, without the lanes' start (which a few
 // messages may already overlap) and the tail of the lanes ending last.
+// 0 when the span is too short to have both marks.
 func (s *Span) Middle() float64 {
+	t10, t90 := s.t10.Load(), s.t90.Load()
+	if t10 == 0 || t90 <= t10 {
+		return 0
+	}
 	n := s.Total - s.Total/10 - s.Total/10
-	return float64(n) / time.Duration(s.t90.Load()-s.t10.Load()).Seconds()
+	return float64(n) / time.Duration(t90-t10).Seconds()
 }
 
 // Rates is a drain's messages per second: from its first message to its
